@@ -1,0 +1,399 @@
+"""The incremental STOMP parser: bytes in, Frame and Heartbeat events out. Sans-IO.
+
+Invariant: for any split of the same byte stream into `feed` calls, the parser yields the
+same events (same frames, same offsets) and raises the same error at the same offset.
+
+Memory is bounded by `Limits` whatever the peer sends: a header line, a header block and a
+body are each checked while they arrive, and a declared content-length is checked before
+a single body octet is buffered. The buffer never holds more than one frame plus one read.
+
+Two modes. Strict: the first broken statement raises a ProtocolViolation naming it.
+Observing (strict=False): broken statements are recorded on the Frame's `violations` and
+parsing goes on, because the suite must both reject bad frames and report all of them.
+Limits raise in both modes: they protect this process, they are not the peer's grade.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conformance.codec.errors import (
+    BodyNotAllowed,
+    BodyTooLarge,
+    ContentLengthError,
+    EncodingError,
+    FrameTooLarge,
+    FramingError,
+    HeaderCountExceeded,
+    HeaderLineTooLong,
+    ProtocolViolation,
+    StompError,
+)
+from conformance.codec.escaping import unescape
+from conformance.codec.events import Event, Frame, Heartbeat, Violation
+from conformance.spec import statement_id
+from conformance.spec.grammar import (
+    BODY_COMMANDS,
+    COMMANDS,
+    CRLF_EOL,
+    ESCAPES,
+    UNESCAPED_COMMANDS,
+    VERSIONS,
+    Version,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The most this side accepts from its peer. The defaults are generous for a judge of
+    brokers and still bound memory to about `max_frame` plus one read per connection."""
+
+    max_headers: int = 1_000
+    max_header_line: int = 64 * 1024
+    max_body: int = 64 * 1024 * 1024
+    max_frame: int = 65 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("max_headers", "max_header_line", "max_body", "max_frame"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Limits.{name} must be a positive integer")
+
+
+class _Head:
+    """A frame whose command and headers are parsed and whose body is still arriving."""
+
+    __slots__ = ("command", "headers", "violations", "start", "body_start", "length")
+
+    def __init__(self, command: str, headers: list[tuple[str, str]], violations: list[Violation],
+                 start: int, body_start: int, length: int | None) -> None:
+        self.command = command
+        self.headers = headers
+        self.violations = violations
+        self.start = start
+        self.body_start = body_start
+        self.length = length
+
+
+class Parser:
+    """Feed bytes in any chunking with `feed`; call `eof` when the peer closes."""
+
+    def __init__(self, *, version: Version = "1.2", strict: bool = True,
+                 limits: Limits | None = None) -> None:
+        self.strict = strict
+        self.limits = limits or Limits()
+        self._max_frame = self.limits.max_frame
+        self.version = version
+        self._buf = bytearray()
+        self._pos = 0          # start of the unparsed part of _buf
+        self._base = 0         # stream offset of _buf[0]
+        self._scan = 0         # where the next search for a terminator resumes
+        self._counted = 0      # partial header block: bytes already counted for limits
+        self._lines = 0        # partial header block: LFs seen so far
+        self._line_start = 0   # partial header block: start of its unfinished line
+        self._head: _Head | None = None
+        self._need = 0         # buffer length below which nothing new can complete
+        self._error: StompError | None = None
+
+    @property
+    def version(self) -> Version:
+        """The negotiated version: it decides escaping, EOLs and the body rule. A client
+        sets it once CONNECTED arrives; CONNECT and CONNECTED are never escaped anyway."""
+        return self._version
+
+    @version.setter
+    def version(self, version: Version) -> None:
+        if version not in VERSIONS:
+            raise ValueError(f"version must be one of {', '.join(VERSIONS)}, not {version!r}")
+        self._version: Version = version
+        self._crlf = CRLF_EOL[version]
+        self._escaping = ESCAPES[version] is not None
+
+    @property
+    def offset(self) -> int:
+        """Stream offset of the first byte not yet consumed into an event."""
+        return self._base + self._pos
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an unfinished frame."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes) -> list[Event]:
+        """Add bytes from the peer; return the events they complete. On a broken rule
+        (strict) or a limit, raise; the error's `events` holds what came before it, and
+        the parser stays failed."""
+        if self._error is not None:
+            raise self._error
+        self._buf += data
+        if len(self._buf) < self._need:  # a body of known length still arriving
+            return []
+        out: list[Event] = []
+        try:
+            self._parse(out)
+        except StompError as error:
+            error.events = out  # type: ignore[attr-defined]
+            self._error = error
+            raise
+        pos = self._pos
+        if pos:
+            del self._buf[:pos]
+            self._base += pos
+            self._pos = 0
+            self._scan = max(self._scan - pos, 0)
+            self._counted = max(self._counted - pos, 0)
+            self._line_start = max(self._line_start - pos, 0)
+            self._need = max(self._need - pos, 0)
+            if self._head is not None:
+                self._head.start -= pos
+                self._head.body_start -= pos
+        return out
+
+    def eof(self) -> None:
+        """The peer closed. Raise FramingError if it closed in the middle of a frame."""
+        if self._error is None and (self._head is not None or self._pos < len(self._buf)):
+            self._error = FramingError(
+                "connection closed in the middle of a frame",
+                statement=statement_id("frames.nul-terminated", self._version),
+                offset=self._base + len(self._buf),
+            )
+            self._error.events = []  # type: ignore[attr-defined]
+            raise self._error
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _violate(self, found: list[Violation], kind: type[ProtocolViolation], statement: str,
+                 message: str, at: int) -> None:
+        statement = statement_id(statement, self._version)
+        if self.strict:
+            raise kind(message, statement=statement, offset=self._base + at)
+        found.append(Violation(statement, message, self._base + at))
+
+    def _parse(self, out: list[Event]) -> None:
+        buf = self._buf
+        n = len(buf)
+        pos = self._pos
+        while True:
+            head = self._head
+            if head is None:
+                # Between frames every EOL is a heart-beat ("*( EOL )" after the NUL too).
+                while pos < n:
+                    octet = buf[pos]
+                    if octet == 10:
+                        out.append(Heartbeat(self._base + pos, b"\n"))
+                        pos += 1
+                    elif octet == 13 and pos + 1 < n and buf[pos + 1] == 10:
+                        # Leniency: CR LF between frames is taken as an EOL in every
+                        # version; it holds no frame content to misread.
+                        out.append(Heartbeat(self._base + pos, b"\r\n"))
+                        pos += 2
+                    else:
+                        break
+                self._pos = pos
+                if pos >= n or (buf[pos] == 13 and pos + 1 >= n):
+                    self._scan = pos
+                    return
+                parsed = self._read_head(pos, n)
+                if parsed is None:
+                    return
+                if isinstance(parsed, Frame):  # the whole frame was there: the fast path
+                    out.append(parsed)
+                    pos = self._pos = self._scan = pos + parsed.size
+                    continue
+                head = self._head = parsed
+            stop = self._read_body(head, n)
+            if stop < 0:
+                return
+            out.append(self._frame(head.command, head.headers, head.violations, head.start,
+                                   head.body_start, stop))
+            pos = self._pos = self._scan = stop + 1
+            self._head = None
+
+    def _frame(self, command: str, headers: list[tuple[str, str]], violations: list[Violation],
+               start: int, body_start: int, stop: int) -> Frame:
+        """The Frame whose octets are buf[start:stop + 1], its NUL at `stop`."""
+        if stop + 1 - start > self._max_frame:
+            raise FrameTooLarge(f"frame of {stop + 1 - start} octets exceeds the limit of "
+                                f"{self._max_frame}", offset=self._base + start)
+        frame = Frame.__new__(Frame)
+        frame.command = command
+        frame.headers = headers
+        # A slice of a big body through a memoryview saves one copy of it.
+        frame.body = body = bytes(self._buf[body_start:stop] if stop - body_start < 4096
+                                  else memoryview(self._buf)[body_start:stop])
+        frame.violations = violations
+        frame.offset = self._base + start
+        frame.size = stop + 1 - start
+        if body and command not in BODY_COMMANDS and self._version != "1.0":
+            self._violate(violations, BodyNotAllowed, "body.forbidden-frames",
+                          f"a {command} frame must not have a body ({len(body)} octets)",
+                          body_start)
+        return frame
+
+    def _read_head(self, pos: int, n: int) -> Frame | _Head | None:
+        """Parse the frame starting at `pos`: the Frame if it is all there, else the parsed
+        head awaiting its body, or None while the head itself is incomplete."""
+        buf = self._buf
+        limits = self.limits
+        scan = max(self._scan, pos)
+        end = buf.find(b"\n\n", scan)
+        skip = 2
+        if self._crlf:
+            crlf_end = buf.find(b"\n\r\n", scan, end + 1 if end >= 0 else n)
+            if crlf_end >= 0:
+                end, skip = crlf_end, 3
+        if end < 0:
+            self._check_partial_head(pos, n)
+            self._scan = max(pos, n - 2)
+            return None
+        self._counted = self._lines = 0
+        block = buf[pos:end]
+        if end - pos > limits.max_header_line:
+            for raw in block.split(b"\n"):
+                if len(raw) > limits.max_header_line:
+                    raise HeaderLineTooLong(
+                        f"header line of {len(raw)} octets exceeds the limit of "
+                        f"{limits.max_header_line}", offset=self._base + pos)
+        violations: list[Violation] = []
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError as error:
+            self._violate(violations, EncodingError, "value-encoding.utf8",
+                          "command or header is not valid UTF-8", pos + error.start)
+            text = block.decode("utf-8", "replace")
+        lines = text.split("\n")
+        if len(lines) - 1 > limits.max_headers:
+            raise HeaderCountExceeded(f"{len(lines) - 1} headers exceed the limit of "
+                                      f"{limits.max_headers}", offset=self._base + pos)
+        if self._crlf and "\r" in text:
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        command = lines[0]
+        if command not in COMMANDS:
+            self._violate(violations, FramingError, "frames.command-grammar",
+                          f"unknown command {command[:40]!r}", pos)
+        escaping = self._escaping and command not in UNESCAPED_COMMANDS
+        if (escaping and "\\" in text) or (self._crlf and "\r" in text):
+            headers, length = self._slow_headers(lines, block, pos, escaping, violations)
+        else:
+            headers = []
+            length = None
+            for line in lines[1:]:
+                name, colon, value = line.partition(":")
+                if not colon or not name or (escaping and ":" in value):
+                    self._bad_header(line, lines.index(line), block, pos, violations)
+                if name == "content-length" and length is None:
+                    length = value
+                headers.append((name, value))
+        body_start = end + skip
+        size: int | None = None
+        if length is not None:
+            if not (length.isdigit() and length.isascii()):  # grammar.CONTENT_LENGTH
+                self._violate(violations, ContentLengthError, "content-length.read-octets",
+                              f"content-length {length[:40]!r} is not an octet count",
+                              body_start)
+            else:
+                size = int(length)
+                if size > limits.max_body:
+                    raise BodyTooLarge(f"content-length {size} exceeds the body limit of "
+                                       f"{limits.max_body}", offset=self._base + pos)
+                stop = body_start + size
+                if stop < n and buf[stop] == 0:
+                    return self._frame(command, headers, violations, pos, body_start, stop)
+        return _Head(command, headers, violations, pos, body_start, size)
+
+    def _slow_headers(self, lines: list[str], block: bytearray, pos: int, escaping: bool,
+                      violations: list[Violation]) -> tuple[list[tuple[str, str]], str | None]:
+        """Header lines holding a backslash or a CR: check them and decode their escapes."""
+        starts = _line_starts(block, self._base + pos)
+        headers = []
+        length = None
+        for index in range(1, len(lines)):
+            line = lines[index]
+            name, colon, value = line.partition(":")
+            if self._crlf and "\r" in line:
+                self._violate(violations, FramingError, "frames.header-grammar",
+                              "CR inside a header line", starts[index] - self._base)
+            if not colon or not name or (escaping and ":" in value):
+                self._bad_header(line, index, block, pos, violations)
+            if escaping:
+                try:
+                    name = unescape(name, self._version, offset=starts[index])
+                    value = unescape(value, self._version,
+                                     offset=starts[index] + len(name.encode()) + 1)
+                except ProtocolViolation as error:
+                    if self.strict:
+                        raise
+                    violations.append(Violation(error.statement or "", error.message,
+                                                error.offset))
+            if name == "content-length" and length is None:
+                length = value
+            headers.append((name, value))
+        return headers, length
+
+    def _bad_header(self, line: str, index: int, block: bytearray, pos: int,
+                    violations: list[Violation]) -> None:
+        name, colon, _ = line.partition(":")
+        self._violate(violations, FramingError, "frames.header-grammar",
+                      f"unescaped ':' in the value of header {name!r}" if colon and name
+                      else f"header line {line[:40]!r} is not name:value",
+                      _line_starts(block, pos)[index])
+
+    def _check_partial_head(self, pos: int, n: int) -> None:
+        """Bound an unfinished header block: its open line and its count of lines."""
+        buf = self._buf
+        counted = max(self._counted, pos)
+        if counted == pos:
+            self._lines, self._line_start = 0, pos
+        last = buf.rfind(b"\n", counted, n)
+        if last >= 0:
+            self._lines += buf.count(b"\n", counted, n)
+            self._line_start = last + 1
+        self._counted = n
+        limits = self.limits
+        if n - self._line_start > limits.max_header_line:
+            raise HeaderLineTooLong(f"header line longer than the limit of "
+                                    f"{limits.max_header_line} octets and not ended",
+                                    offset=self._base + self._line_start)
+        if self._lines > limits.max_headers:
+            raise HeaderCountExceeded(f"more than {limits.max_headers} headers",
+                                      offset=self._base + pos)
+
+    def _read_body(self, head: _Head, n: int) -> int:
+        """The index of the NUL that ends `head`'s body, or -1 while it is incomplete."""
+        buf = self._buf
+        if head.length is not None:
+            stop = head.body_start + head.length
+            if stop >= n:
+                self._check_frame(head, stop + 1)
+                self._need = stop + 1
+                return -1
+            self._need = 0
+            if buf[stop] == 0:
+                return stop
+            self._violate(head.violations, ContentLengthError, "content-length.nul-terminated",
+                          f"octet 0x{buf[stop]:02x} where the NUL must follow the "
+                          f"{head.length} octets of content-length", stop)
+            # Observing: take the body up to the next NUL, as without content-length.
+            head.length = None
+            self._scan = stop
+        nul = buf.find(b"\x00", max(self._scan, head.body_start))
+        if nul < 0:
+            self._scan = n
+            if n - head.body_start > self.limits.max_body:
+                raise BodyTooLarge(f"body longer than the limit of {self.limits.max_body} "
+                                   "octets and no NUL", offset=self._base + head.body_start)
+            self._check_frame(head, n)
+        return nul
+
+    def _check_frame(self, head: _Head, end: int) -> None:
+        if end - head.start > self._max_frame:
+            raise FrameTooLarge(f"frame larger than the limit of {self._max_frame} octets",
+                                offset=self._base + head.start)
+
+
+def _line_starts(block: bytearray, at: int) -> list[int]:
+    """Buffer indexes of the lines of a header block that starts at index `at`."""
+    starts = []
+    for line in block.split(b"\n"):
+        starts.append(at)
+        at += len(line) + 1
+    return starts

@@ -1,0 +1,84 @@
+"""The judge of what a broker sends: checks a server frame against the statements of the
+negotiated version and returns every violation, each naming its statement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from conformance.codec.events import Frame, Violation
+from conformance.spec import statement_id
+from conformance.spec.grammar import (
+    BODY_COMMANDS,
+    HEART_BEAT,
+    MIME_TYPE,
+    SERVER_COMMANDS,
+    SERVER_HEADER,
+    SERVER_REQUIRED_HEADERS,
+    Version,
+)
+
+
+def validate_server_frame(frame: Frame, *, version: Version,
+                          ack_modes: Mapping[str, str] | None = None,
+                          offered: Sequence[str] | None = None) -> list[Violation]:
+    """Violations of `frame`, received from a server in a session of `version`.
+
+    `ack_modes` maps the client's subscription ids to their ack modes (for MESSAGE's
+    `ack` header in 1.2); `offered` is the CONNECT's accept-version list (for the version
+    a CONNECTED chose). Violations the parser recorded on the frame are not repeated."""
+    found: list[Violation] = []
+
+    def violate(rule: str, message: str) -> None:
+        found.append(Violation(statement_id(rule, version), message,
+                               frame.offset if frame.offset >= 0 else None))
+
+    command = frame.command
+    if command not in SERVER_COMMANDS:
+        violate("frames.command-grammar", f"a server sent {command[:40]!r}, which is not a "
+                "server command")
+        return found
+    if command != "CONNECTED":  # CONNECTED's own version header is judged below
+        for name, statement in SERVER_REQUIRED_HEADERS[command][version]:
+            if name not in frame:
+                violate(statement, f"{command} without the required {name!r} header")
+    if frame.body and command not in BODY_COMMANDS:
+        violate("body.forbidden-frames", f"a {command} frame must not have a body")
+    if command == "CONNECTED":
+        _check_connected(frame, offered, violate)
+    elif command == "MESSAGE" and version == "1.2" and ack_modes:
+        mode = ack_modes.get(frame.get("subscription") or "")
+        if mode in ("client", "client-individual") and "ack" not in frame:
+            violate("message.ack-required", f"MESSAGE for a {mode} subscription without "
+                    "an 'ack' header")
+    elif command == "ERROR" and "message" not in frame:
+        violate("error.message-header", "ERROR without a 'message' header")
+    if command in BODY_COMMANDS and frame.body and version != "1.0":
+        if "content-length" not in frame:
+            violate("content-length.should-include", f"{command} with a body but no "
+                    "content-length header")
+        content_type = frame.get("content-type")
+        if content_type is not None and not MIME_TYPE.match(content_type):
+            violate("content-type.mime-type", f"content-type {content_type[:60]!r} is not a "
+                    "MIME type")
+    return found
+
+
+def _check_connected(frame: Frame, offered: Sequence[str] | None,
+                     violate: Callable[[str, str], None]) -> None:
+    chosen = frame.get("version")
+    if chosen is None:
+        # No version header means the server chose 1.0, which only a 1.0 offer allows.
+        if offered is not None and "1.0" not in offered:
+            violate("connected.version-required", "CONNECTED without a 'version' header to "
+                    f"a client offering {','.join(offered)}")
+    elif offered is not None and chosen not in offered:
+        violate("negotiation.highest-common", f"CONNECTED chose version {chosen!r}, which "
+                f"the client did not offer ({','.join(offered)})")
+    heart_beat = frame.get("heart-beat")
+    if heart_beat is not None and not HEART_BEAT.match(heart_beat):
+        violate("heart-beating.header-format", f"heart-beat {heart_beat[:40]!r} is not two "
+                "integers separated by a comma")
+    server = frame.get("server")
+    if server is not None and not SERVER_HEADER.match(server):
+        violate("connected.server-name", f"server {server[:60]!r} does not start with a "
+                "server-name")

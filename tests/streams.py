@@ -1,0 +1,42 @@
+"""Helpers that feed a byte stream to a parser in a given chunking and record the outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from conformance.codec import Frame, Heartbeat, Parser, StompError
+from conformance.spec.grammar import Version
+
+Outcome = tuple[list[tuple[object, ...]], tuple[str, str | None, int | None] | None]
+
+
+def event_key(event: Frame | Heartbeat) -> tuple[object, ...]:
+    if isinstance(event, Heartbeat):
+        return ("heartbeat", event.offset, event.eol)
+    return ("frame", event.command, tuple(event.headers), event.body, event.offset, event.size,
+            tuple((v.statement, v.offset) for v in event.violations))
+
+
+def run(chunks: Iterable[bytes], *, version: Version = "1.2", strict: bool = True,
+        eof: bool = False) -> Outcome:
+    """Every event, and the error (class, statement, offset) if one was raised."""
+    parser = Parser(version=version, strict=strict)
+    events: list[tuple[object, ...]] = []
+    try:
+        for chunk in chunks:
+            events += [event_key(e) for e in parser.feed(chunk)]
+        if eof:
+            parser.eof()
+    except StompError as error:
+        events += [event_key(e) for e in getattr(error, "events", [])]
+        return events, (type(error).__name__, error.statement, error.offset)
+    return events, None
+
+
+def split(data: bytes, cuts: Iterable[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+
+
+def bytewise(data: bytes) -> list[bytes]:
+    return [data[i:i + 1] for i in range(len(data))]

@@ -1,0 +1,341 @@
+"""The parser: round trips, chunking invariance, malformed input, limits, the spec's
+own example frames."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from streams import bytewise, run, split
+
+from conformance.codec import (
+    BodyNotAllowed,
+    BodyTooLarge,
+    ContentLengthError,
+    EncodingError,
+    EscapeError,
+    Frame,
+    FrameTooLarge,
+    FramingError,
+    HeaderCountExceeded,
+    HeaderLineTooLong,
+    Heartbeat,
+    Limits,
+    Parser,
+    StompError,
+    encode,
+    encode_raw,
+)
+from conformance.spec.grammar import VERSIONS
+
+SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec"
+
+# -- strategies ---------------------------------------------------------------------------
+
+#: What a header can carry per version: 1.2 and 1.1 escape ':', LF and '\' (1.2 also CR;
+#: 1.1 carries CR as a plain octet); 1.0 escapes nothing, so no LF anywhere and no ':' in
+#: a name.
+def header_text(version: str, *, name: bool) -> st.SearchStrategy[str]:
+    text = st.text(min_size=1 if name else 0, max_size=20)
+    if version == "1.0":
+        text = text.filter(lambda t: "\n" not in t and not (name and ":" in t))
+    return text.filter(lambda t: not name or t != "content-length")
+
+
+@st.composite
+def frames(draw: st.DrawFn, version: str) -> Frame:
+    command = draw(st.sampled_from(["SEND", "MESSAGE", "ERROR", "SUBSCRIBE", "ACK", "RECEIPT"]))
+    headers = draw(st.lists(st.tuples(header_text(version, name=True),
+                                       header_text(version, name=False)), max_size=6))
+    body = draw(st.binary(max_size=300)) if command in ("SEND", "MESSAGE", "ERROR") else b""
+    return Frame(command, headers, body)
+
+
+@st.composite
+def streams(draw: st.DrawFn, version: str) -> tuple[list[Frame], bytes]:
+    """Encoded frames with heart-beat EOLs before and after them."""
+    eol = st.sampled_from([b"\n", b"\r\n"] if version == "1.2" else [b"\n"])
+    chosen = draw(st.lists(frames(version), min_size=1, max_size=5))
+    data = b""
+    for frame in chosen:
+        data += b"".join(draw(st.lists(eol, max_size=3)))
+        data += encode(frame, version=version, eol=draw(eol))  # type: ignore[arg-type]
+    return chosen, data + b"".join(draw(st.lists(eol, max_size=3)))
+
+
+def with_length(frame: Frame) -> Frame:
+    """What the parser gives back: the encoder adds content-length to a non-empty body."""
+    extra = [("content-length", str(len(frame.body)))] if frame.body else []
+    return Frame(frame.command, frame.headers + extra, frame.body)
+
+
+# -- round trips and chunking ---------------------------------------------------------------
+
+@pytest.mark.parametrize("version", VERSIONS)
+@given(data=st.data())
+def test_encode_then_parse_gives_the_frame_back(version: str, data: st.DataObject) -> None:
+    frame = data.draw(frames(version))
+    parsed = Parser(version=version).feed(encode(frame, version=version))  # type: ignore[arg-type]
+    assert parsed == [with_length(frame)]
+    assert parsed[0].violations == []
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@given(data=st.data())
+def test_every_split_gives_the_same_events(version: str, data: st.DataObject) -> None:
+    sent, stream = data.draw(streams(version))
+    whole = run([stream], version=version)  # type: ignore[arg-type]
+    assert whole[1] is None
+    assert [e[1] for e in whole[0] if e[0] == "frame"] == [f.command for f in sent]
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10))
+    assert run(split(stream, cuts), version=version) == whole  # type: ignore[arg-type]
+    assert run(bytewise(stream), version=version) == whole  # type: ignore[arg-type]
+
+
+@given(garbage=st.binary(max_size=400), cuts=st.lists(st.integers(0, 400), max_size=8),
+       version=st.sampled_from(VERSIONS), strict=st.booleans())
+def test_any_bytes_give_events_or_one_family_error_the_same_for_every_split(
+        garbage: bytes, cuts: list[int], version: str, strict: bool) -> None:
+    # run() lets only StompError through: anything else (IndexError, ValueError,
+    # UnicodeDecodeError) fails the test.
+    whole = run([garbage], version=version, strict=strict, eof=True)  # type: ignore[arg-type]
+    assert run(split(garbage, cuts), version=version, strict=strict, eof=True) == whole  # type: ignore[arg-type]
+
+
+def test_heartbeats_between_frames_are_events_with_offsets() -> None:
+    events = Parser().feed(b"\n\r\nRECEIPT\nreceipt-id:1\n\n\x00\n")
+    assert events[0] == Heartbeat(0, b"\n") and events[1] == Heartbeat(1, b"\r\n")
+    assert isinstance(events[2], Frame) and events[2].offset == 3
+    assert events[3] == Heartbeat(3 + events[2].size, b"\n")
+
+
+# -- the rules of each version --------------------------------------------------------------
+
+def test_repeated_headers_first_wins_and_every_entry_kept() -> None:
+    (frame,) = Parser().feed(b"MESSAGE\nfoo:World\nfoo:Hello\n\n\x00")
+    assert frame.get("foo") == "World" and frame.header_map == {"foo": "World"}
+    assert frame.headers == [("foo", "World"), ("foo", "Hello")]
+
+
+@pytest.mark.parametrize(("version", "raw", "value"), [
+    ("1.2", rb"a\r\n\c\\b", "a\r\n:\\b"),
+    ("1.1", rb"a\n\c\\b", "a\n:\\b"),
+    ("1.0", rb"a\n\c\\b", r"a\n\c\\b"),   # 1.0 takes headers literally
+])
+def test_escapes_decoded_per_version(version: str, raw: bytes, value: str) -> None:
+    (frame,) = Parser(version=version).feed(b"MESSAGE\nk:" + raw + b"\n\n\x00")  # type: ignore[arg-type]
+    assert frame.get("k") == value
+
+
+@pytest.mark.parametrize(("version", "escape", "statement"), [
+    ("1.2", rb"\t", "value-encoding.undefined-escape-fatal"),
+    ("1.2", b"\\", "value-encoding.undefined-escape-fatal"),          # lone backslash
+    ("1.1", rb"\r", "value-encoding.undefined-escape-fatal-v11"),     # \r is 1.2 only
+])
+def test_undefined_escape_is_fatal(version: str, escape: bytes, statement: str) -> None:
+    data = b"SEND\ndestination:/q/" + escape + b"\n\n\x00"
+    with pytest.raises(EscapeError) as caught:
+        Parser(version=version).feed(data)  # type: ignore[arg-type]
+    assert caught.value.statement == statement
+    assert caught.value.offset == data.index(b"\\")
+
+
+@pytest.mark.parametrize("command", [b"CONNECT", b"CONNECTED", b"STOMP"])
+def test_connect_and_connected_are_never_unescaped(command: bytes) -> None:
+    (frame,) = Parser().feed(command + b"\npasscode:a:b\\c\\t\n\n\x00")
+    assert frame.get("passcode") == "a:b\\c\\t" and frame.violations == []
+
+
+def test_crlf_ends_lines_in_1_2_only() -> None:
+    data = b"MESSAGE\r\nk:v\r\n\r\n\x00"
+    assert Parser(version="1.2").feed(data)[0].get("k") == "v"
+    # In 1.1 a CR is an octet of the line: the command is not MESSAGE any more.
+    with pytest.raises(FramingError) as caught:
+        Parser(version="1.1").feed(b"MESSAGE\r\n\n\x00")
+    assert caught.value.statement == "frames.command-grammar"
+    assert Parser(version="1.1").feed(b"MESSAGE\nk:v\r\n\n\x00")[0].get("k") == "v\r"
+
+
+def test_content_length_reads_exactly_n_octets_nul_included() -> None:
+    (frame,) = Parser().feed(b"MESSAGE\ncontent-length:5\n\na\x00b\x00c\x00")
+    assert frame.body == b"a\x00b\x00c"
+
+
+def test_body_rule_does_not_apply_to_1_0() -> None:
+    assert Parser(version="1.0").feed(b"SUBSCRIBE\n\nbody\x00")[0].body == b"body"
+
+
+# -- malformed input: one error class per kind, naming the statement and the offset ---------
+
+MALFORMED = [
+    # (name, bytes, error, statement, offset of the fault)
+    ("header without colon", b"SEND\nnocolon\n\n\x00", FramingError, "frames.header-grammar", 5),
+    ("empty header name", b"SEND\n:v\n\n\x00", FramingError, "frames.header-grammar", 5),
+    ("raw colon in value", b"SEND\nk:a:b\n\n\x00", FramingError, "frames.header-grammar", 5),
+    ("CR inside a 1.2 line", b"SEND\nk:a\rb\n\n\x00", FramingError, "frames.header-grammar", 5),
+    ("unknown command", b"FOO\n\n\x00", FramingError, "frames.command-grammar", 0),
+    ("lower-case command", b"send\n\n\x00", FramingError, "frames.command-grammar", 0),
+    ("invalid UTF-8", b"SEND\nk:\xff\n\n\x00", EncodingError, "value-encoding.utf8", 7),
+    ("undefined escape", b"SEND\nk:\\t\n\n\x00", EscapeError,
+     "value-encoding.undefined-escape-fatal", 7),
+    ("non-NUL after content-length", b"SEND\ncontent-length:1\n\nabX\x00", ContentLengthError,
+     "content-length.nul-terminated", 24),
+    ("negative content-length", b"SEND\ncontent-length:-1\n\n\x00", ContentLengthError,
+     "content-length.read-octets", 24),
+    ("padded content-length", b"SEND\ncontent-length: 1\n\na\x00", ContentLengthError,
+     "content-length.read-octets", 24),
+    ("non-numeric content-length", b"SEND\ncontent-length:abc\n\n\x00", ContentLengthError,
+     "content-length.read-octets", 25),
+    ("body on SUBSCRIBE", b"SUBSCRIBE\nid:0\n\nhello\x00", BodyNotAllowed,
+     "body.forbidden-frames", 16),
+]
+
+
+@pytest.mark.parametrize(("data", "error", "statement", "offset"),
+                         [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_malformed_input_raises_its_error(data: bytes, error: type[StompError], statement: str,
+                                          offset: int) -> None:
+    for chunks in ([data], bytewise(data)):
+        with pytest.raises(error) as caught:
+            parser = Parser()
+            for chunk in chunks:
+                parser.feed(chunk)
+        assert (caught.value.statement, caught.value.offset) == (statement, offset)
+        assert f"at byte {offset}" in str(caught.value)
+
+
+@pytest.mark.parametrize(("data", "statement"), [(m[1], m[3]) for m in MALFORMED],
+                         ids=[m[0] for m in MALFORMED])
+def test_observing_mode_records_the_violation_and_goes_on(data: bytes, statement: str) -> None:
+    follow = b"RECEIPT\nreceipt-id:7\n\n\x00"
+    events = Parser(strict=False).feed(data + follow)
+    frames = [e for e in events if isinstance(e, Frame)]
+    assert statement in [v.statement for v in frames[0].violations]
+    assert frames[-1].command == "RECEIPT" and frames[-1].violations == []
+
+
+def test_truncated_frame_at_close_is_an_error() -> None:
+    parser = Parser()
+    parser.feed(b"MESSAGE\ndestination:/q\n\nhalf a bo")
+    with pytest.raises(FramingError) as caught:
+        parser.eof()
+    assert caught.value.statement == "frames.nul-terminated"
+
+
+def test_events_before_an_error_are_kept_on_it() -> None:
+    with pytest.raises(StompError) as caught:
+        Parser().feed(b"RECEIPT\nreceipt-id:1\n\n\x00SEND\nk:\\t\n\n\x00")
+    assert [e.command for e in caught.value.events] == ["RECEIPT"]  # type: ignore[attr-defined]
+
+
+def test_a_failed_parser_stays_failed() -> None:
+    parser = Parser()
+    with pytest.raises(FramingError):
+        parser.feed(b"FOO\n\n\x00")
+    with pytest.raises(FramingError):
+        parser.feed(b"RECEIPT\nreceipt-id:1\n\n\x00")
+
+
+# -- limits: memory stays bounded whatever the peer sends ------------------------------------
+
+SMALL = Limits(max_headers=10, max_header_line=100, max_body=1000, max_frame=2000)
+
+
+def test_huge_content_length_is_refused_before_any_body_is_buffered() -> None:
+    parser = Parser(limits=SMALL)
+    with pytest.raises(BodyTooLarge):
+        parser.feed(b"SEND\ncontent-length:10000000000\n\n")
+    with pytest.raises(BodyTooLarge):
+        Parser().feed(b"SEND\ncontent-length:10000000000\n\n")  # default limits too
+
+
+@pytest.mark.parametrize(("endless", "error"), [
+    (b"SEND\nk:" + b"v" * 50, HeaderLineTooLong),        # a header line that never ends
+    (b"SEND\n" + b"k:v\n" * 10, HeaderCountExceeded),    # headers that never end
+    (b"SEND\n\n" + b"x" * 50, BodyTooLarge),             # a body with no NUL
+])
+def test_endless_input_is_cut_at_the_limit(endless: bytes, error: type[StompError]) -> None:
+    parser = Parser(limits=SMALL)
+    with pytest.raises(error):
+        for _ in range(100):
+            parser.feed(endless if parser.buffered == 0 else endless[5:])
+            assert parser.buffered <= 2 * SMALL.max_body
+
+
+def test_frame_limit_counts_headers_and_body() -> None:
+    limits = Limits(max_headers=10, max_header_line=1000, max_body=1000, max_frame=1000)
+    data = encode(Frame("SEND", [("k", "v" * 900)], b"b" * 900))
+    with pytest.raises(FrameTooLarge):
+        Parser(limits=limits).feed(data)
+
+
+def test_limits_are_validated() -> None:
+    with pytest.raises(ValueError, match="max_body"):
+        Limits(max_body=0)
+
+
+# -- the spec's own example frames ------------------------------------------------------------
+
+def spec_examples(version: str) -> list[bytes]:
+    """Indented example frames of the spec text that end in ^@ (the NUL)."""
+    text = (SPEC / f"stomp-specification-{version}.md").read_text()
+    blocks = re.findall(r"(?:^ {4}\S.*\n(?:^ {4}.*\n|^\s*\n)*)", text, re.M)
+    found = []
+    for block in blocks:
+        body = "\n".join(line[4:] for line in block.rstrip().split("\n"))
+        if "^@" in body and re.match(r"[A-Z]+\n", body):
+            found.append(body.replace("^@", "\x00").encode())
+    return found
+
+
+@pytest.mark.skipif(not SPEC.exists(), reason=f"spec texts not found at {SPEC}")
+def test_spec_example_frames_parse_as_the_spec_says() -> None:
+    examples = spec_examples("1.2")
+    assert len(examples) >= 15
+    for data in examples:
+        (frame,) = [e for e in Parser(strict=False).feed(data) if isinstance(e, Frame)]
+        statements = [v.statement for v in frame.violations]
+        # The overview's placeholder 'COMMAND' (with a body) is the only example outside
+        # the grammar.
+        assert statements == (["frames.command-grammar", "body.forbidden-frames"]
+                              if frame.command == "COMMAND" else [])
+        if not statements:
+            assert encode(frame, content_length=False) == data
+    error = next(d for d in examples if b"content-length:170" in d)
+    (frame,) = Parser().feed(error)
+    assert len(frame.body) == 170 and frame.body.endswith(b"propagation.\n")
+    message = next(d for d in examples if b"foo:World" in d)
+    assert Parser().feed(message)[0].get("foo") == "World"
+
+
+# -- the encoder -----------------------------------------------------------------------------
+
+def test_encoder_refuses_what_the_version_cannot_carry() -> None:
+    from conformance.codec import LocalProtocolError
+    with pytest.raises(LocalProtocolError):
+        encode(Frame("SUBSCRIBE", {"id": "0"}, b"body"))
+    with pytest.raises(LocalProtocolError):
+        encode(Frame("SEND", {"k": "v"}), version="1.1", eol=b"\r\n")
+    with pytest.raises(LocalProtocolError):
+        encode(Frame("CONNECT", {"passcode": "a\nb"}))
+    with pytest.raises(LocalProtocolError):
+        encode(Frame("SEND", {"k": "v"}, b"a\x00b"), content_length=False)
+    with pytest.raises(LocalProtocolError):
+        encode(Frame("SEND", {"k": "a\nb"}), version="1.0")
+
+
+def test_encoder_escapes_per_version_and_adds_content_length() -> None:
+    frame = Frame("SEND", {"a:b": "c\\d\r\n"}, b"x")
+    assert encode(frame) == b"SEND\na\\cb:c\\\\d\\r\\n\ncontent-length:1\n\nx\x00"
+    assert encode(frame, version="1.1") == b"SEND\na\\cb:c\\\\d\r\\n\ncontent-length:1\n\nx\x00"
+    assert encode(Frame("DISCONNECT"), eol=b"\r\n") == b"DISCONNECT\r\n\r\n\x00"
+    assert encode(Frame("SEND", {"content-length": "1"}, b"x")).count(b"content-length") == 1
+
+
+def test_encode_raw_writes_the_bytes_it_is_given() -> None:
+    raw = encode_raw("SEND", [("destination", "/q"), b"bad line", ("k", "\\t")], b"body",
+                     content_length=-1, nul=b"")
+    assert raw == b"SEND\ncontent-length:-1\ndestination:/q\nbad line\nk:\\t\n\nbody"
