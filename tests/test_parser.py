@@ -105,6 +105,19 @@ def test_any_bytes_give_events_or_one_family_error_the_same_for_every_split(
     assert run(split(garbage, cuts), version=version, strict=strict, eof=True) == whole  # type: ignore[arg-type]
 
 
+@given(size=st.integers(30_000, 70_000), terminator=st.sampled_from([b"\x00", b"X\x00"]),
+       strict=st.booleans(), cuts=st.lists(st.integers(0, 80_000), max_size=12))
+def test_long_bodies_give_the_same_events_for_every_split(size: int, terminator: bytes,
+                                                           strict: bool, cuts: list[int]) -> None:
+    data = (b"\n" + encode_raw("SEND", [("destination", "/q")], bytes(range(256)) * (size // 256),
+                              content_length=size // 256 * 256, nul=terminator)
+            + encode(Frame("RECEIPT", {"receipt-id": "1"})))
+    whole = run([data], strict=strict)
+    assert whole[1] is None if terminator == b"\x00" or not strict else whole[1] is not None
+    assert run(split(data, cuts), strict=strict) == whole
+    assert run(split(data, range(0, len(data), 4096)), strict=strict) == whole
+
+
 def test_heartbeats_between_frames_are_events_with_offsets() -> None:
     events = Parser().feed(b"\n\r\nRECEIPT\nreceipt-id:1\n\n\x00\n")
     assert events[0] == Heartbeat(0, b"\n") and events[1] == Heartbeat(1, b"\r\n")
