@@ -8,11 +8,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
 from conformance import __version__
+from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.spec import Level, Party, catalogue
 from conformance.spec.grammar import VERSIONS
 
@@ -36,6 +38,65 @@ def _spec(args: argparse.Namespace) -> int:
         console.print(line)
         console.print(Text(f"    {s.quote}", style="dim"))
     console.print(f"{len(statements)} statements")
+    return EXIT_OK
+
+
+DEFAULT_CASES = Path(__file__).resolve().parent.parent / "cases"
+
+
+def _cases(args: argparse.Namespace) -> list[Case]:
+    """The cases named by --cases (default: the shipped catalogue), filtered by the flags."""
+    cases = load_cases([Path(p) for p in args.cases] if args.cases else [DEFAULT_CASES])
+    chosen = []
+    for case in cases:
+        if args.tag and args.tag not in case.tags:
+            continue
+        if args.statement and args.statement not in case.statements:
+            continue
+        if args.level and args.level.lower() != case.level:
+            continue
+        if args.stomp_version and args.stomp_version not in case.versions:
+            continue
+        if args.k and args.k not in case.id:
+            continue
+        chosen.append(case)
+    return chosen
+
+
+def _list(args: argparse.Namespace) -> int:
+    cases = _cases(args)
+    if args.json:
+        json.dump([{"id": c.id, "title": c.title, "level": c.level,
+                    "statements": list(c.statements), "versions": list(c.versions),
+                    "tags": list(c.tags), "file": c.file, "line": c.line} for c in cases],
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    console = Console(highlight=False)
+    for c in cases:
+        console.print(Text(f"{c.id}  ", style="bold") + Text(f"{c.level}  {','.join(c.versions)}  "
+                                                             f"{c.title}"))
+    console.print(f"{len(cases)} cases")
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace) -> int:
+    found = [c for c in _cases(args) if c.id == args.case]
+    if not found:
+        print(f"stomp-conformance: no case {args.case!r} (see `stomp-conformance list`)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    case = found[0]
+    console = Console(highlight=False)
+    console.print(Text(case.id, style="bold"), Text(f"  {case.title}"))
+    console.print(f"{case.file}:{case.line}  level {case.level}  versions "
+                  f"{', '.join(case.versions)}  tags {', '.join(case.tags) or '-'}")
+    for statement_id in case.statements:
+        statement = catalogue()[statement_id]
+        console.print(Text(f"  {statement.id} ({statement.level.value}): ", style="bold"),
+                      Text(statement.quote))
+    for step in case.steps:
+        console.print(Text(f"  line {step.line}: {step.kind} {json.dumps(step.args)}"))
     return EXIT_OK
 
 
@@ -65,6 +126,21 @@ def parser() -> argparse.ArgumentParser:
     spec.add_argument("--observable", action=argparse.BooleanOptionalAction, default=None,
                       help="only statements a client can (or cannot) observe on the wire")
     spec.set_defaults(run=_spec)
+
+    for name, run, text in (("list", _list, "list the cases"),
+                            ("show", _show, "show a case, its statements' text and its steps")):
+        verb = verbs.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        if name == "show":
+            verb.add_argument("case", help="a case id")
+        verb.add_argument("--cases", action="append", metavar="PATH",
+                          help="a folder or file of YAML cases (default: the shipped catalogue)")
+        verb.add_argument("--tag")
+        verb.add_argument("--statement", help="a statement id")
+        verb.add_argument("--level", choices=["must", "should", "may"])
+        verb.add_argument("--stomp-version", choices=VERSIONS)
+        verb.add_argument("-k", metavar="TEXT", help="only cases whose id contains TEXT")
+        verb.add_argument("--json", action="store_true", help="print JSON on stdout, nothing else")
+        verb.set_defaults(run=run)
     return top
 
 
@@ -72,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.run(args))
+    except CaseLoadError as error:
+        print(f"stomp-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:  # `stomp-conformance spec | head`
         return EXIT_OK
     except KeyboardInterrupt:

@@ -1,0 +1,169 @@
+"""Reading case files: YAML, validated against the shipped JSON Schema before anything
+runs, statement ids and variables checked. Every error names the file and the line."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from conformance.scenario.model import BUILTIN_VARIABLES, Case, Step
+from conformance.spec import catalogue
+
+VARIABLE = re.compile(r"\$\{([^}]*)\}")
+STRENGTH_ORDER = ("must", "should", "may")
+
+Path_ = tuple[str | int, ...]
+
+
+class CaseLoadError(Exception):
+    """A case file that cannot be used: `file:line: what is wrong`."""
+
+    def __init__(self, file: Path | str, line: int | None, message: str) -> None:
+        self.file, self.line, self.message = str(file), line, message
+        super().__init__(f"{file}:{line}: {message}" if line else f"{file}: {message}")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = resources.files("conformance.scenario").joinpath("case.schema.json").read_text()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def _lines(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
+    """Map every path in the document to the line where its node starts."""
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _lines(value, (*path, str(key.value)), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _lines(item, (*path, index), out)
+
+
+def _line(lines: dict[Path_, int], path: Iterable[str | int]) -> int | None:
+    """The line of `path`, or of its nearest ancestor that has one."""
+    parts = tuple(path)
+    while parts not in lines and parts:
+        parts = parts[:-1]
+    return lines.get(parts)
+
+
+def load_file(file: Path) -> list[Case]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CaseLoadError(file, None, f"cannot read: {error}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise CaseLoadError(file, mark.line + 1 if mark else None,
+                            f"YAML syntax: {problem}") from None
+    if node is None:
+        raise CaseLoadError(file, None, "empty file: expected a case or a list of cases")
+    lines: dict[Path_, int] = {}
+    _lines(node, (), lines)
+    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data),
+                    key=lambda e: len(e.absolute_path), reverse=True)
+    if errors:
+        worst = jsonschema.exceptions.best_match(errors)
+        where = "/".join(str(p) for p in worst.absolute_path) or "top level"
+        raise CaseLoadError(file, _line(lines, worst.absolute_path),
+                            f"{where}: {worst.message}")
+    if isinstance(data, dict):
+        return [_case(data, (), file, lines)]
+    return [_case(entry, (index,), file, lines) for index, entry in enumerate(data)]
+
+
+def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int]) -> Case:
+    known = catalogue()
+    versions = tuple(entry["versions"])
+    strengths = []
+    for index, statement_id in enumerate(entry["statements"]):
+        line = _line(lines, (*at, "statements", index))
+        if statement_id not in known:
+            raise CaseLoadError(file, line, f"unknown statement {statement_id!r} "
+                                "(see `stomp-conformance spec`)")
+        statement = known[statement_id]
+        if not set(versions) & set(statement.versions):
+            raise CaseLoadError(file, line, f"statement {statement_id!r} is not part of "
+                                f"STOMP {', '.join(versions)} "
+                                f"(it is {', '.join(statement.versions)})")
+        strengths.append(statement.level.strength)
+    level = entry.get("level") or min(strengths, key=STRENGTH_ORDER.index)
+    defined = set(BUILTIN_VARIABLES)
+    steps = []
+    for index, raw in enumerate(entry["steps"]):
+        step_at = (*at, "steps", index)
+        (kind, args), = raw.items()
+        for path, text in _strings(args, (*step_at, kind)):
+            for name in VARIABLE.findall(text):
+                if name not in defined:
+                    raise CaseLoadError(file, _line(lines, path),
+                                        f"unknown variable ${{{name}}} (defined here: "
+                                        f"{', '.join(sorted(defined))})")
+        defined |= set(_captures(kind, args))
+        steps.append(Step(kind, args or {}, _line(lines, step_at) or 0))
+    return Case(id=entry["id"], title=entry["title"], statements=tuple(entry["statements"]),
+                versions=versions, level=level, tags=tuple(entry.get("tags", ())),
+                requires=tuple(entry.get("requires", ())), timeout=entry.get("timeout"),
+                steps=tuple(steps), file=str(file), line=_line(lines, at) or 1)
+
+
+def _strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*path, index))
+
+
+def _captures(kind: str, args: Any) -> Iterator[str]:
+    """Variables a step defines: `capture` maps of its frame matchers."""
+    if kind == "expect_any":
+        for alternative in args:
+            for key in ("expect", "expect_error_close"):
+                yield from (alternative.get(key) or {}).get("capture", {})
+    elif isinstance(args, dict):
+        yield from args.get("capture", {})
+
+
+def case_files(paths: Iterable[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
+        elif path.exists():
+            found.append(path)
+        else:
+            raise CaseLoadError(path, None, "no such file or folder")
+    return found
+
+
+def load_cases(paths: Iterable[Path]) -> list[Case]:
+    """Every case under `paths` (files or folders), in a stable order; ids are unique."""
+    cases: list[Case] = []
+    seen: dict[str, Case] = {}
+    for file in case_files(paths):
+        for case in load_file(file):
+            if case.id in seen:
+                first = seen[case.id]
+                raise CaseLoadError(file, case.line, f"case id {case.id!r} is already used at "
+                                    f"{first.file}:{first.line}")
+            seen[case.id] = case
+            cases.append(case)
+    return sorted(cases, key=lambda c: c.id)

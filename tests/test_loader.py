@@ -1,0 +1,131 @@
+"""Case files: what loads, and the file:line of everything that does not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.scenario import CaseLoadError, load_cases, load_file
+
+GOOD = """\
+- id: escaping.undefined-escape-is-fatal
+  title: An undefined escape gets ERROR then close
+  statements: [value-encoding.undefined-escape-fatal, error.close-after]
+  versions: ["1.2"]
+  tags: [escaping]
+  steps:
+    - connect: {}
+    - raw:
+        data: "SEND\\ndestination:${queue}\\nk:\\\\t\\n\\n\\0"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "case.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def valid(tmp_path: Path) -> Path:
+    return write(tmp_path, """\
+- id: receipts.receipt-for-send
+  title: SEND with a receipt header gets a RECEIPT
+  statements: [receipt.receipt-id-required]
+  versions: ["1.2"]
+  steps:
+    - connect: {}
+    - send: {command: SEND, headers: {destination: "${queue}", receipt: r1}, body: hi}
+    - expect: {command: RECEIPT, headers: {receipt-id: r1}, capture: {rid: receipt-id}}
+    - send: {command: SEND, headers: [[destination, "${queue}"], [x, "${rid}"]]}
+- id: heart-beat.optional-header
+  title: heart-beat is optional
+  statements: [heart-beating.optional, heart-beating.missing-header]
+  versions: ["1.1", "1.2"]
+  level: should
+  steps:
+    - sleep: 0.1
+""")
+
+
+def test_a_valid_file_loads_with_levels_and_lines(tmp_path: Path) -> None:
+    first, second = load_file(valid(tmp_path))
+    assert first.id == "receipts.receipt-for-send" and first.level == "must"
+    assert [s.kind for s in first.steps] == ["connect", "send", "expect", "send"]
+    assert first.steps[2].line == 8 and first.line == 1 and first.area == "receipts"
+    assert second.level == "should"  # overridden: MUST is its strongest statement
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    (GOOD.replace("  tags: [escaping]", "  tags: [escaping"), 6, "YAML syntax"),
+    (GOOD.replace("    - raw:", "    - subscribe_like:"), 8, "'subscribe_like' was unexpected"),
+    (GOOD.replace("    - connect: {}", "    - connect: {command: HELLO}"), 7,
+     "'HELLO' is not one of"),
+    (GOOD.replace("value-encoding.undefined-escape-fatal", "value-encoding.nope"), 3,
+     "unknown statement 'value-encoding.nope'"),
+    (GOOD.replace('["1.2"]', '["1.0"]'), 3, "is not part of STOMP 1.0"),
+    (GOOD.replace("${queue}", "${nowhere}"), 9, "unknown variable ${nowhere}"),
+    (GOOD.replace("  title: An undefined escape gets ERROR then close\n", ""), 1, "'title'"),
+    ("", None, "empty file"),
+])
+def test_broken_files_name_file_and_line(tmp_path: Path, text: str, line: int | None,
+                                         words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(CaseLoadError) as caught:
+        load_file(path)
+    assert caught.value.line == line and words in caught.value.message
+    assert str(caught.value).startswith(f"{path}:{line}:" if line else f"{path}:")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_variable_must_be_captured_before_it_is_used(tmp_path: Path) -> None:
+    text = valid(tmp_path).read_text()
+    moved = text.replace('    - send: {command: SEND, headers: [[destination, "${queue}"], '
+                         '[x, "${rid}"]]}\n', "")
+    moved = moved.replace("    - connect: {}\n", '    - connect: {}\n    - send: {command: SEND, '
+                          'headers: {x: "${rid}"}}\n', 1)
+    with pytest.raises(CaseLoadError, match=r"unknown variable \$\{rid\}"):
+        load_file(write(tmp_path, moved, "moved.yaml"))
+
+
+def test_duplicate_ids_across_files(tmp_path: Path) -> None:
+    valid(tmp_path)
+    (tmp_path / "more").mkdir()
+    write(tmp_path, valid(tmp_path).read_text(), "more/again.yml")
+    with pytest.raises(CaseLoadError, match="already used at"):
+        load_cases([tmp_path])
+
+
+def test_cases_come_out_in_a_stable_order(tmp_path: Path) -> None:
+    assert [c.id for c in load_cases([valid(tmp_path)])] == [
+        "heart-beat.optional-header", "receipts.receipt-for-send"]
+
+
+def test_a_missing_path_is_a_load_error(tmp_path: Path) -> None:
+    with pytest.raises(CaseLoadError, match="no such file"):
+        load_cases([tmp_path / "nope"])
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_list_and_show_read_case_files(tmp_path: Path) -> None:
+    path = valid(tmp_path)
+    listed = json.loads(cli("list", "--cases", str(path), "--json", "--level", "must").stdout)
+    assert [c["id"] for c in listed] == ["receipts.receipt-for-send"]
+    shown = cli("show", "receipts.receipt-for-send", "--cases", str(path))
+    assert shown.returncode == 0 and "A `RECEIPT` frame MUST include" in shown.stdout
+    assert cli("show", "nope.nope", "--cases", str(path)).returncode == 2
+
+
+def test_a_broken_case_file_exits_2_with_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("value-encoding.undefined-escape-fatal", "x.y"))
+    done = cli("list", "--cases", str(path))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == f"stomp-conformance: {path}:3: unknown statement 'x.y' " \
+        "(see `stomp-conformance spec`)"
