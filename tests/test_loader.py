@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import cli
 
 from conformance.scenario import CaseLoadError, load_cases, load_file
 
@@ -108,10 +107,6 @@ def test_a_missing_path_is_a_load_error(tmp_path: Path) -> None:
     with pytest.raises(CaseLoadError, match="no such file"):
         load_cases([tmp_path / "nope"])
 
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
-                          text=True, timeout=60)
 
 
 def test_list_and_show_read_case_files(tmp_path: Path) -> None:

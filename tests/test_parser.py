@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import bytewise, run, split
 from hypothesis import given
 from hypothesis import strategies as st
-from streams import bytewise, run, split
 
 from conformance.codec import (
     BodyNotAllowed,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import cli
 
 from conformance.spec import Level, catalogue, statement_id
 
@@ -81,10 +80,6 @@ def test_select_filters_by_level_party_section_and_version() -> None:
     assert all("heart" in s.section.lower() for s in catalogue().select(section="Heart"))
     assert all("1.0" in s.versions for s in catalogue().select(version="1.0"))
 
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
-                          text=True, timeout=60)
 
 
 def test_spec_json_lists_the_catalogue_and_nothing_else() -> None:

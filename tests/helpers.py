@@ -1,7 +1,10 @@
-"""Helpers that feed a byte stream to a parser in a given chunking and record the outcome."""
+"""Test helpers: feed a byte stream to a parser in a given chunking and record the
+outcome; run the command line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterable
 
 from conformance.codec import Frame, Heartbeat, Parser, StompError
@@ -40,3 +43,9 @@ def split(data: bytes, cuts: Iterable[int]) -> list[bytes]:
 
 def bytewise(data: bytes) -> list[bytes]:
     return [data[i:i + 1] for i in range(len(data))]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`stomp-conformance ARGS` in a child process."""
+    return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
+                          text=True, timeout=60)
