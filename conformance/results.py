@@ -64,6 +64,28 @@ class Record:
         return out
 
 
+class Transcript(list[Record]):
+    """A case's records, keeping at most `limit` octets of data so that memory stays
+    bounded whatever a broker sends; what is dropped is counted in a note."""
+
+    def __init__(self, limit: int = 1 << 20) -> None:
+        super().__init__()
+        self.left = limit
+        self.dropped = 0
+
+    def add(self, record: Record) -> None:
+        if len(record.data) <= self.left:
+            self.left -= len(record.data)
+            self.append(record)
+            return
+        kept = record.data[:self.left]
+        self.dropped += len(record.data) - len(kept)
+        if kept or not self.left:
+            note = f"transcript full: {self.dropped} more octets not kept"
+            self.append(Record(record.t, record.direction, record.conn, kept, note))
+        self.left = 0
+
+
 @dataclass(slots=True)
 class CaseResult:
     id: str

@@ -114,7 +114,7 @@ def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int])
                                         f"unknown variable ${{{name}}} (defined here: "
                                         f"{', '.join(sorted(defined))})")
         defined |= set(_captures(kind, args))
-        steps.append(Step(kind, args or {}, _line(lines, step_at) or 0))
+        steps.append(Step(kind, {} if args is None else args, _line(lines, step_at) or 0))
     return Case(id=entry["id"], title=entry["title"], statements=tuple(entry["statements"]),
                 versions=versions, level=level, tags=tuple(entry.get("tags", ())),
                 requires=tuple(entry.get("requires", ())), timeout=entry.get("timeout"),

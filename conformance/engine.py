@@ -1,0 +1,286 @@
+"""The engine: runs cases against a broker and emits events. The CLI, the pytest plugin
+and every report are handlers of these events; none of them runs a case itself.
+
+Each case runs once per version it names that the profile speaks, with its own
+connections, its own unique destinations and a byte-exact transcript. `jobs` cases run at
+once (they wait on the network most of the time); a case has a timeout, the run a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.connection import Connection
+from conformance.profile import Profile
+from conformance.results import BROKEN, CaseResult, Outcome, Record, Transcript, worst
+from conformance.scenario import Case, Step
+from conformance.spec import catalogue
+from conformance.steps import STEPS, CaseError, StepFailed, violations
+from conformance.transport import (
+    BrokerAddress,
+    ConnectError,
+    TlsOptions,
+    TransportError,
+    open_transport,
+)
+
+VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+@dataclass(frozen=True)
+class Target:
+    address: BrokerAddress
+    profile: Profile
+    tls: TlsOptions | None = None
+    #: flags win over the address's userinfo, which wins over the profile
+    login: str | None = field(default=None, repr=False)
+    passcode: str | None = field(default=None, repr=False)
+    host: str | None = None
+
+    @property
+    def credentials(self) -> tuple[str | None, str | None]:
+        return (self.login or self.address.login or self.profile.login,
+                self.passcode or self.address.passcode or self.profile.passcode)
+
+
+# -- events --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunStarted:
+    target: Target
+    total: int
+
+
+@dataclass(frozen=True)
+class CaseStarted:
+    case: Case
+    version: str
+
+
+@dataclass(frozen=True)
+class CaseFinished:
+    result: CaseResult
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    results: list[CaseResult]
+    duration: float
+    #: headers of the broker's CONNECTED seen first (server, version, ...)
+    server: dict[str, str]
+
+
+EngineEvent = RunStarted | CaseStarted | CaseFinished | RunFinished
+Handler = Callable[[EngineEvent], None]
+
+
+class HarnessError(Exception):
+    """The run cannot start or go on (broker unreachable, bad TLS setup): one line."""
+
+
+# -- one case ------------------------------------------------------------------------------
+
+class CaseRun:
+    """The state of one case at one version: connections, variables, grades."""
+
+    def __init__(self, case: Case, version: str, target: Target, run_id: str) -> None:
+        self.case, self.version, self.target = case, version, target
+        self.started = time.monotonic()
+        self.transcript = Transcript()
+        self.connections: dict[str, Connection] = {}
+        self.grades: list[tuple[Outcome, str]] = []
+        self.found: list[tuple[str, str]] = []  # (statement, text) from the validator
+        self.server: dict[str, str] = {}
+        self.step: Step | None = None
+        login, passcode = target.credentials
+        self.login, self.passcode = login, passcode
+        self.host = target.host or target.profile.host or target.address.host
+        slug = re.sub(r"[^a-z0-9]+", "-", case.id)
+        unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
+        self.variables: dict[str, str] = {
+            "queue": target.profile.queue.format(name=unique),
+            "queue2": target.profile.queue.format(name=unique + "-2"),
+            "topic": target.profile.topic.format(name=unique),
+            "topic2": target.profile.topic.format(name=unique + "-2"),
+            "id": unique, "host": self.host, "version": version,
+            "login": login or "", "passcode": passcode or "",
+        }
+
+    def clock(self) -> float:
+        return time.monotonic() - self.started
+
+    def substitute(self, text: str) -> str:
+        return VARIABLE.sub(lambda m: self.variables.get(m.group(1), m.group(0)), text)
+
+    def headers(self, given: Any) -> list[tuple[str, str]]:
+        pairs = given.items() if isinstance(given, dict) else (given or [])
+        return [(self.substitute(str(k)), self.substitute(str(v))) for k, v in pairs]
+
+    async def open(self, name: str) -> Connection:
+        if name in self.connections:
+            raise CaseError(f"connection {name!r} is already open")
+        try:
+            transport = await open_transport(self.target.address, tls=self.target.tls)
+        except TransportError as error:
+            raise CaseError(str(error)) from None
+        self.transcript.add(Record(self.clock(), "note", name, note=f"open {transport.peer}"))
+        conn = Connection(name, transport, self.transcript, self.clock)
+        conn.set_version(self.version)
+        self.connections[name] = conn
+        return conn
+
+    def conn(self, args: dict[str, Any]) -> Connection:
+        name = args.get("conn", "main")
+        if name not in self.connections:
+            raise CaseError(f"connection {name!r} is not open (add an open or connect step)")
+        return self.connections[name]
+
+    def judge(self, conn: Connection, frame: Any) -> None:
+        """Every frame received goes through the validator, looked for or not."""
+        if frame.command == "CONNECTED" and not self.server:
+            self.server = frame.header_map
+        for judged in violations(conn, frame):
+            self.found.append((judged.statement, judged.text))
+
+    def grade(self, outcome: Outcome, note: str) -> None:
+        self.grades.append((outcome, note))
+
+    def grade_of(self, statement: str) -> Outcome:
+        return BROKEN[catalogue()[statement].level.strength]
+
+    async def execute(self) -> None:
+        for step in self.case.steps:
+            self.step = step
+            await STEPS[step.kind](self, step.args)
+
+    async def close(self) -> None:
+        for conn in self.connections.values():
+            try:
+                await conn.close()
+            except TransportError:
+                pass
+
+
+def _result(run: CaseRun, outcome: Outcome, **extra: Any) -> CaseResult:
+    case = run.case
+    return CaseResult(
+        id=case.id, title=case.title, version=run.version, outcome=outcome, level=case.level,
+        statements=case.statements, versions=case.versions, area=case.area, file=case.file,
+        line=case.line, duration_ms=(time.monotonic() - run.started) * 1000,
+        transcript=run.transcript, **extra)
+
+
+async def run_case(case: Case, version: str, target: Target, *, timeout: float,
+                   run_id: str) -> tuple[CaseResult, dict[str, str]]:
+    """Run one case at one version; never raises for anything the broker does."""
+    run = CaseRun(case, version, target, run_id)
+    profile = target.profile
+    if version not in profile.versions:
+        return _result(run, Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
+                       f"speak STOMP {version}"), {}
+    missing = [c for c in case.requires if not profile.supports(c)]
+    if missing:
+        return _result(run, Outcome.UNSUPPORTED, message=f"profile {profile.name!r} declares "
+                       f"{', '.join(missing)} absent"), {}
+    failure: StepFailed | None = None
+    error = ""
+    try:
+        async with asyncio.timeout(case.timeout or timeout):
+            await run.execute()
+    except StepFailed as failed:
+        failure = failed
+    except CaseError as problem:
+        error = str(problem)
+    except TimeoutError:
+        error = f"the case did not finish within its timeout of {case.timeout or timeout:g} s"
+    finally:
+        await run.close()
+    step = run.step
+    fields: dict[str, Any] = {"step_line": step.line if step else 0,
+                              "violations": [text for _, text in run.found]}
+    if error:
+        return _result(run, Outcome.ERROR, message=error, **fields), run.server
+    grades = [g for g, _ in run.grades]
+    grades += [run.grade_of(s) for s, _ in run.found]
+    if failure is not None:
+        grades.append(failure.grade or BROKEN[case.level])
+        fields.update(expected=failure.expected, observed=failure.observed,
+                      message=f"line {fields['step_line']}: expected {failure.expected}; "
+                              f"observed {failure.observed}",
+                      statement=case.statements[0])
+    outcome = worst(*grades)
+    if failure is None and run.found and outcome != Outcome.PASSED:
+        statement, text = next((f for f in run.found if run.grade_of(f[0]) == outcome),
+                               run.found[0])
+        fields.update(message=text, statement=statement)
+    elif failure is None:
+        fields["message"] = next((note for g, note in run.grades if g == outcome and note), "")
+    deviation = profile.deviations.get(case.id)
+    if deviation and outcome in (Outcome.FAILED, Outcome.NON_STRICT):
+        outcome = Outcome.KNOWN_DEVIATION
+        fields["deviation"] = f"{deviation.observed} ({deviation.reason})"
+    return _result(run, outcome, **fields), run.server
+
+
+# -- the run -------------------------------------------------------------------------------
+
+class Engine:
+    def __init__(self, target: Target, *, jobs: int = 4, case_timeout: float = 30.0,
+                 deadline: float | None = None) -> None:
+        if jobs < 1:
+            raise ValueError("jobs must be at least 1")
+        self.target, self.jobs = target, jobs
+        self.case_timeout, self.deadline = case_timeout, deadline
+        self.run_id = uuid.uuid4().hex[:8]
+
+    async def preflight(self) -> None:
+        """Fail fast, with one line, when the broker cannot be reached at all."""
+        try:
+            transport = await open_transport(self.target.address, tls=self.target.tls)
+        except ConnectError as error:
+            raise HarnessError(str(error)) from None
+        except TransportError as error:
+            raise HarnessError(str(error)) from None
+        await transport.close()
+
+    async def run(self, cases: Iterable[Case], handlers: Iterable[Handler] = ()) -> list[
+            CaseResult]:
+        handlers = list(handlers)
+
+        def emit(event: EngineEvent) -> None:
+            for handler in handlers:
+                handler(event)
+
+        work = [(case, version) for case in cases for version in case.versions]
+        started = time.monotonic()
+        await self.preflight()
+        emit(RunStarted(self.target, len(work)))
+        slots = asyncio.Semaphore(self.jobs)
+        server: dict[str, str] = {}
+
+        async def one(case: Case, version: str) -> CaseResult:
+            async with slots:
+                if self.deadline is not None and time.monotonic() - started > self.deadline:
+                    result = CaseResult(case.id, case.title, version, Outcome.SKIPPED,
+                                        case.level, case.statements, case.versions, case.area,
+                                        case.file, case.line,
+                                        message="the run's deadline passed")
+                else:
+                    emit(CaseStarted(case, version))
+                    result, seen = await run_case(case, version, self.target,
+                                                  timeout=self.case_timeout,
+                                                  run_id=self.run_id)
+                    server.update(seen if not server else {})
+                emit(CaseFinished(result))
+                return result
+
+        results = await asyncio.gather(*(one(c, v) for c, v in work))
+        ordered = sorted(results, key=lambda r: r.key)
+        emit(RunFinished(ordered, time.monotonic() - started, server))
+        return ordered

@@ -1,0 +1,295 @@
+"""The step interpreters: one coroutine per step kind of the case format. A step that is
+not met raises `StepFailed` with what was expected and what the broker did."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from conformance.codec import Frame, Heartbeat, encode_raw, escape, validate_server_frame
+from conformance.connection import Closed, Connection, Event
+from conformance.results import Outcome
+from conformance.spec.grammar import UNESCAPED_COMMANDS, VERSIONS, parse_accept_version
+
+if TYPE_CHECKING:
+    from conformance.engine import CaseRun
+
+#: How long an expectation waits when the case does not say.
+DEFAULT_WITHIN = 5.0
+VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+class StepFailed(Exception):
+    """An expectation not met: graded by the case's level (or the alternative's grade)."""
+
+    def __init__(self, expected: str, observed: str, *, grade: Outcome | None = None) -> None:
+        super().__init__(f"expected {expected}; observed {observed}")
+        self.expected, self.observed, self.grade = expected, observed, grade
+
+
+class CaseError(Exception):
+    """The case itself cannot go on (a connection it names was never opened...)."""
+
+
+def describe(event: Event | None, within: float) -> str:
+    if event is None:
+        return f"nothing within {within:g} s"
+    if isinstance(event, Closed):
+        return f"connection closed ({event.reason})"
+    if isinstance(event, Heartbeat):
+        return "a heart-beat EOL"
+    headers = ", ".join(f"{k}:{v}" for k, v in event.headers[:8])
+    body = event.body[:60].decode("utf-8", "replace")
+    return f"{event.command} frame [{headers}]" + (f" body {body!r}" if event.body else "")
+
+
+# -- matching ------------------------------------------------------------------------------
+
+def _matches(matcher: Any, value: str | None, run: CaseRun) -> bool:
+    if not isinstance(matcher, dict):
+        return value == run.substitute(str(matcher))
+    if "absent" in matcher:
+        return value is None
+    if "present" in matcher:
+        return bool(value) == bool(matcher["present"])
+    if value is None:
+        return False
+    if "equals" in matcher:
+        return value == run.substitute(str(matcher["equals"]))
+    if "regex" in matcher:
+        return re.fullmatch(run.substitute(matcher["regex"]), value, re.DOTALL) is not None
+    low, high = matcher["range"]
+    return value.isascii() and value.isdigit() and low <= int(value) <= high
+
+
+def _show(matcher: Any) -> str:
+    if not isinstance(matcher, dict):
+        return repr(str(matcher))
+    ((kind, value),) = matcher.items()
+    return f"{kind} {value!r}" if kind not in ("absent",) else "absent"
+
+
+def frame_mismatch(frame: Frame, args: dict[str, Any], run: CaseRun) -> str | None:
+    """Why `frame` does not meet `args` (command, headers, body), or None if it does."""
+    command = args.get("command")
+    if command is not None and frame.command != command:
+        return f"command {command}"
+    for name, matcher in (args.get("headers") or {}).items():
+        if not _matches(matcher, frame.get(name), run):
+            return f"header {name} {_show(matcher)}"
+    if "body" in args:  # an empty body counts as absent
+        body = frame.body.decode("utf-8", "replace") if frame.body else None
+        if not _matches(args["body"], body, run):
+            return f"body {_show(args['body'])}"
+    return None
+
+
+def expectation(args: dict[str, Any], run: CaseRun) -> str:
+    parts = [args.get("command", "any frame")]
+    parts += [f"{n} {_show(m)}" for n, m in (args.get("headers") or {}).items()]
+    if "body" in args:
+        parts.append(f"body {_show(args['body'])}")
+    return run.substitute(" ".join(parts))
+
+
+def capture(frame: Frame, args: dict[str, Any], run: CaseRun) -> None:
+    for variable, source in (args.get("capture") or {}).items():
+        value = frame.body.decode("utf-8", "replace") if source == "body" else frame.get(source)
+        if value is None:
+            raise StepFailed(f"a {source!r} header to capture", describe(frame, 0))
+        run.variables[variable] = value
+
+
+# -- the steps -----------------------------------------------------------------------------
+
+async def step_open(run: CaseRun, args: dict[str, Any]) -> None:
+    await run.open(args.get("conn", "main"))
+
+
+async def step_connect(run: CaseRun, args: dict[str, Any]) -> None:
+    name = args.get("conn", "main")
+    conn = run.connections.get(name) or await run.open(name)
+    headers = run.headers(args.get("headers"))
+    names = {k for k, _ in headers}
+    if "accept-version" not in names and run.version != "1.0":
+        headers.insert(0, ("accept-version", run.version))
+    if "host" not in names and run.version != "1.0":
+        headers.insert(1, ("host", run.host))
+    for key, value in (("login", run.login), ("passcode", run.passcode)):
+        if value is not None and key not in names:
+            headers.append((key, value))
+    accept = next((v for k, v in headers if k == "accept-version"), None)
+    conn.offered = list(parse_accept_version(accept))
+    await conn.send(encode_raw(args.get("command", "CONNECT"), headers))
+    if args.get("expect", "CONNECTED") == "nothing":
+        return
+    event = await conn.next_event(DEFAULT_WITHIN)
+    if not isinstance(event, Frame) or event.command != "CONNECTED":
+        raise StepFailed("CONNECTED", describe(event, DEFAULT_WITHIN))
+    run.judge(conn, event)
+    chosen = event.get("version") or "1.0"
+    if chosen in VERSIONS:
+        conn.set_version(chosen)
+
+
+async def step_send(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    command = args["command"]
+    headers = run.headers(args.get("headers"))
+    body = run.substitute(args.get("body", "")).encode()
+    if command not in UNESCAPED_COMMANDS:  # valid or not, headers are escaped per version
+        headers = [(escape(k, conn.version), escape(v, conn.version))  # type: ignore[arg-type]
+                   for k, v in headers]
+    length = len(body) if args.get("content_length", bool(body)) else None
+    if command == "SUBSCRIBE":
+        values = dict(reversed(headers))
+        conn.ack_modes[values.get("id", "")] = values.get("ack", "auto")
+    await conn.send(encode_raw(command, headers, body, content_length=length))
+
+
+async def step_raw(run: CaseRun, args: dict[str, Any]) -> None:
+    data = run.substitute(args.get("data", "")).encode()
+    data += bytes.fromhex(args.get("hex", ""))
+    data *= args.get("repeat", 1)
+    delivery = args.get("delivery", "whole")
+    chunk = 1 if delivery == "bytewise" else args.get("chunk", 1) if delivery == "chunked" else 0
+    await run.conn(args).send(data, chunk=chunk, pause=args.get("pause", 0.0))
+
+
+async def step_expect(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    within = args.get("within", DEFAULT_WITHIN)
+    event = await conn.next_event(within)
+    if isinstance(event, Frame):
+        run.judge(conn, event)
+        if frame_mismatch(event, args, run) is None:
+            capture(event, args, run)
+            return
+    raise StepFailed(expectation(args, run), describe(event, within))
+
+
+async def step_expect_none(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    within = args.get("within", 1.0)
+    event = await conn.next_event(within)
+    if event is not None:
+        if isinstance(event, Frame):
+            run.judge(conn, event)
+        raise StepFailed(f"no frame for {within:g} s", describe(event, within))
+
+
+async def step_expect_error_close(run: CaseRun, args: dict[str, Any]) -> None:
+    """ERROR, then the connection closed with nothing but heart-beats after it."""
+    conn = run.conn(args)
+    within = args.get("within", DEFAULT_WITHIN)
+    event = await conn.next_event(within)
+    wanted = {**args, "command": "ERROR"}
+    if not isinstance(event, Frame) or event.command != "ERROR":
+        raise StepFailed(f"ERROR then close ({expectation(wanted, run)})",
+                         describe(event, within))
+    run.judge(conn, event)
+    if frame_mismatch(event, wanted, run) is not None:
+        raise StepFailed(expectation(wanted, run), describe(event, within))
+    capture(event, args, run)
+    after = await conn.next_event(within)
+    if not isinstance(after, Closed):
+        raise StepFailed(f"the connection closed within {within:g} s after ERROR",
+                         describe(after, within) + " after the ERROR",
+                         grade=run.grade_of("error.close-after"))
+
+
+async def step_expect_close(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    within = args.get("within", DEFAULT_WITHIN)
+    event = await conn.next_event(within)
+    if not isinstance(event, Closed):
+        if isinstance(event, Frame):
+            run.judge(conn, event)
+        raise StepFailed(f"the connection closed within {within:g} s", describe(event, within))
+
+
+async def step_expect_any(run: CaseRun, alternatives: list[dict[str, Any]]) -> None:
+    """The first alternative the broker's behaviour meets decides the grade."""
+    conn = run.conn(alternatives[0].get("expect") or alternatives[0].get("expect_close")
+                    or alternatives[0].get("expect_error_close")
+                    or alternatives[0].get("expect_none") or {})
+    within = max((a.get(k) or {}).get("within", DEFAULT_WITHIN)
+                 for a in alternatives for k in a if k.startswith("expect"))
+    event = await conn.next_event(within)
+    if isinstance(event, Frame):
+        run.judge(conn, event)
+    after: Event | None = None
+    if isinstance(event, Frame) and event.command == "ERROR":
+        after = await conn.next_event(within)
+    for alternative in alternatives:
+        if _alternative_met(alternative, event, after, run):
+            run.grade(Outcome(alternative["grade"]), alternative.get("note", ""))
+            if isinstance(event, Frame):
+                for key in ("expect", "expect_error_close"):
+                    if key in alternative:
+                        capture(event, alternative[key], run)
+            return
+    if after is not None and not isinstance(after, Closed):
+        conn.queue.appendleft(after)
+    wanted = " | ".join(_describe_alternative(a, run) for a in alternatives)
+    raise StepFailed(f"one of: {wanted}", describe(event, within))
+
+
+def _alternative_met(alternative: dict[str, Any], event: Event | None, after: Event | None,
+                     run: CaseRun) -> bool:
+    if "expect" in alternative:
+        return isinstance(event, Frame) and frame_mismatch(event, alternative["expect"], run) \
+            is None
+    if "expect_error_close" in alternative:
+        wanted = {**alternative["expect_error_close"], "command": "ERROR"}
+        return (isinstance(event, Frame) and frame_mismatch(event, wanted, run) is None
+                and isinstance(after, Closed))
+    if "expect_close" in alternative:
+        return isinstance(event, Closed)
+    return event is None  # expect_none
+
+
+def _describe_alternative(alternative: dict[str, Any], run: CaseRun) -> str:
+    if "expect" in alternative:
+        return expectation(alternative["expect"], run)
+    if "expect_error_close" in alternative:
+        return expectation({**alternative["expect_error_close"], "command": "ERROR"}, run) + \
+            " then close"
+    return "close" if "expect_close" in alternative else "nothing"
+
+
+async def step_close(run: CaseRun, args: dict[str, Any]) -> None:
+    name = args.get("conn", "main")
+    conn = run.connections.get(name)
+    if conn is not None:
+        await conn.close(abort=args.get("abort", False))
+
+
+async def step_sleep(run: CaseRun, seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+STEPS: dict[str, Callable[[CaseRun, Any], Awaitable[None]]] = {
+    "open": step_open, "connect": step_connect, "send": step_send, "raw": step_raw,
+    "expect": step_expect, "expect_any": step_expect_any, "expect_none": step_expect_none,
+    "expect_error_close": step_expect_error_close, "expect_close": step_expect_close,
+    "close": step_close, "sleep": step_sleep,
+}
+
+
+@dataclass
+class Judged:
+    """What the validator found in a frame the case received."""
+
+    statement: str
+    text: str
+
+
+def violations(conn: Connection, frame: Frame) -> list[Judged]:
+    found = list(frame.violations)
+    found += validate_server_frame(frame, version=conn.version,  # type: ignore[arg-type]
+                                   ack_modes=conn.ack_modes, offered=conn.offered)
+    return [Judged(v.statement, f"{conn.name}: {v}") for v in found]

@@ -1,0 +1,270 @@
+"""The engine over real sockets against small in-test peers: every step kind, every
+outcome, timeouts, and peers that hang, send garbage, close mid-frame or never end a frame."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import textwrap
+from pathlib import Path
+
+import pytest
+from peers import TinyBroker, endless, endless_body, garbage, mid_frame, serving, silent
+
+from conformance.engine import (
+    CaseFinished,
+    CaseStarted,
+    Engine,
+    EngineEvent,
+    HarnessError,
+    RunFinished,
+    RunStarted,
+    Target,
+)
+from conformance.profile import load_profile
+from conformance.results import CaseResult, Outcome
+from conformance.scenario import load_file
+from conformance.transport import parse_broker
+
+HEAD = """\
+- id: {id}
+  title: a test case
+  statements: [{statements}]
+  versions: ["1.2"]
+{extra}  steps:
+"""
+
+
+def case(steps: str, *, id: str = "t.case", statements: str = "receipt.receipt-id-required",
+         extra: str = "") -> str:
+    return HEAD.format(id=id, statements=statements, extra=extra) + textwrap.indent(
+        textwrap.dedent(steps).strip("\n") + "\n", "    ")
+
+
+def run(tmp_path: Path, port: int, *texts: str, profile: str = "reference",
+        events: list[EngineEvent] | None = None, **options: float) -> list[CaseResult]:
+    path = tmp_path / "cases.yaml"
+    path.write_text("".join(texts))
+    target = Target(parse_broker(f"127.0.0.1:{port}"), load_profile(profile))
+    engine = Engine(target, **options)  # type: ignore[arg-type]
+    handlers = [events.append] if events is not None else []
+    return asyncio.run(engine.run(load_file(path), handlers))
+
+
+CONVERSATION = case("""
+    - connect: {}
+    - send: {command: SUBSCRIBE, headers: {id: s1, destination: "${queue}", ack: client}}
+    - send: {command: SEND, headers: {destination: "${queue}", receipt: r1, x-user: "a:b\\\\c"}, body: "héllo"}
+    - expect:
+        command: MESSAGE
+        headers:
+          destination: "${queue}"
+          subscription: s1
+          message-id: {regex: "[0-9]+"}
+          ack: {present: true}
+          x-user: "a:b\\\\c"
+          content-length: {range: [1, 10]}
+          receipt: {absent: true}
+        body: "héllo"
+        capture: {ack: ack}
+    - expect: {command: RECEIPT, headers: {receipt-id: r1}}
+    - send: {command: ACK, headers: {id: "${ack}", receipt: r2}}
+    - expect: {command: RECEIPT, headers: {receipt-id: r2}}
+    - raw: {data: "SEND\\ndestination:${queue}\\nreceipt:r3\\n\\n\\0", delivery: bytewise}
+    - expect: {command: MESSAGE, body: {absent: true}}
+    - expect: {command: RECEIPT, headers: {receipt-id: r3}}
+    - raw: {data: "SEND\\ndestination:${queue}\\nreceipt:r4\\n\\nx", hex: "00", delivery: chunked, chunk: 3, pause: 0.001}
+    - expect: {command: MESSAGE, body: {equals: x}}
+    - expect: {command: RECEIPT, headers: {receipt-id: r4}}
+    - expect_none: {within: 0.2}
+    - open: {conn: second}
+    - connect: {conn: second}
+    - sleep: 0.01
+    - send: {command: DISCONNECT, headers: {receipt: bye}}
+    - expect: {command: RECEIPT, headers: {receipt-id: bye}}
+    - expect_close: {within: 2}
+    - close: {conn: second}
+""")
+
+
+def test_a_conformant_peer_passes_every_step_kind(tmp_path: Path) -> None:
+    with serving(TinyBroker()) as port:
+        (result,) = run(tmp_path, port, CONVERSATION)
+    assert result.outcome == Outcome.PASSED, result.message
+    sent = b"".join(r.data for r in result.transcript if r.direction == "out")
+    assert b"x-user:a\\cb\\\\c" in sent  # escaped per 1.2 on the wire
+    pieces = [r.data for r in result.transcript if r.direction == "out"]
+    assert [b"S", b"E", b"N", b"D"] == pieces[pieces.index(b"S"):pieces.index(b"S") + 4]
+    assert any(r.direction == "close" for r in result.transcript)
+
+
+def test_a_missing_receipt_fails_with_expected_and_observed(tmp_path: Path) -> None:
+    with serving(TinyBroker("no-receipt")) as port:
+        (result,) = run(tmp_path, port, case("""
+            - connect: {}
+            - send: {command: SEND, headers: {destination: "${queue}", receipt: r1}}
+            - expect: {command: RECEIPT, headers: {receipt-id: r1}, within: 0.3}
+        """))
+    assert result.outcome == Outcome.FAILED
+    assert result.expected == "RECEIPT receipt-id 'r1'"
+    assert result.observed == "nothing within 0.3 s" and result.step_line == 8
+    assert result.message.startswith("line 8: expected RECEIPT")
+
+
+ERROR_THEN_CLOSE = case("""
+    - connect: {}
+    - send: {command: FOO, headers: {receipt: r9}}
+    - expect_error_close: {headers: {receipt-id: r9}, within: 0.5}
+""", statements="error.close-after")
+
+
+@pytest.mark.parametrize(("faults", "outcome", "words"), [
+    ((), Outcome.PASSED, ""),
+    (("no-close-after-error",), Outcome.FAILED, "the connection closed within 0.5 s after ERROR"),
+    (("extra-after-error",), Outcome.FAILED, "RECEIPT frame"),
+    (("no-error-message",), Outcome.NON_STRICT, "error.message-header"),
+])
+def test_error_then_close(tmp_path: Path, faults: tuple[str, ...], outcome: Outcome,
+                          words: str) -> None:
+    with serving(TinyBroker(*faults)) as port:
+        (result,) = run(tmp_path, port, ERROR_THEN_CLOSE)
+    assert result.outcome == outcome, result.message
+    assert words in result.message + " ".join(result.violations)
+
+
+def test_the_validator_fails_a_case_on_frames_it_did_not_look_at(tmp_path: Path) -> None:
+    steps = """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: s, destination: "${queue}", ack: client}}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: hi}
+        - expect: {command: MESSAGE, body: hi}
+    """
+    with serving(TinyBroker("no-ack-header")) as port:
+        (result,) = run(tmp_path, port, case(steps))
+    assert result.outcome == Outcome.FAILED
+    assert result.statement == "message.ack-required" and result.violations
+
+
+EITHER = """
+    - connect: {}
+    - send: {command: FOO}
+    - expect_any:
+        - {grade: passed, expect_error_close: {within: 0.3}}
+        - {grade: non-strict, expect_close: {within: 0.3}, note: closed without ERROR}
+        - {grade: informational, expect_none: {within: 0.3}, note: ignored the frame}
+"""
+
+
+@pytest.mark.parametrize(("peer", "outcome"), [
+    (TinyBroker(), Outcome.PASSED),
+    (mid_frame, Outcome.NON_STRICT),   # CONNECTED arrives broken... then a close
+    (TinyBroker("no-close-after-error"), Outcome.NON_STRICT),  # no alternative: the level
+])
+def test_alternatives_grade_what_the_broker_did(tmp_path: Path, peer: object,
+                                                outcome: Outcome) -> None:
+    steps = EITHER if peer is not mid_frame else EITHER.replace(
+        "    - connect: {}\n", "    - connect: {expect: nothing}\n")
+    with serving(peer) as port:  # type: ignore[arg-type]
+        (result,) = run(tmp_path, port, case(steps, statements="size-limits.error-then-close"))
+    assert result.outcome == outcome, result.message
+
+
+def test_a_may_case_is_informational_and_profiles_decide_support(tmp_path: Path) -> None:
+    may = case("""
+        - connect: {}
+        - expect: {command: MESSAGE, within: 0.2}
+    """, id="t.may", statements="connected.optional-headers")
+    needs = case("- sleep: 0", id="t.needs", extra="  requires: [nack]\n")
+    with serving(TinyBroker()) as port:
+        results = {r.id: r for r in run(tmp_path, port, may, needs, profile="stompserver")}
+        assert results["t.may"].outcome == Outcome.UNSUPPORTED  # stompserver speaks 1.0 only
+        results = {r.id: r for r in run(tmp_path, port, may, needs)}
+    assert results["t.may"].outcome == Outcome.INFORMATIONAL
+    assert results["t.needs"].outcome == Outcome.PASSED
+
+
+def test_a_listed_deviation_is_graded_as_such(tmp_path: Path) -> None:
+    profile = tmp_path / "mine.yaml"
+    profile.write_text("name: mine\ndeviations:\n  t.case: {observed: no receipt, reason: "
+                       "known bug 12}\n")
+    steps = """
+        - connect: {}
+        - send: {command: SEND, headers: {destination: "${queue}", receipt: r1}}
+        - expect: {command: RECEIPT, within: 0.2}
+    """
+    with serving(TinyBroker("no-receipt")) as port:
+        (result,) = run(tmp_path, port, case(steps), profile=str(profile))
+    assert result.outcome == Outcome.KNOWN_DEVIATION and "known bug 12" in result.deviation
+
+
+def test_case_problems_and_timeouts_are_errors(tmp_path: Path) -> None:
+    unopened = case("- expect: {conn: other}", id="t.unopened")
+    slow = case("- sleep: 5", id="t.slow", extra="  timeout: 0.3\n")
+    with serving(TinyBroker()) as port:
+        results = {r.id: r for r in run(tmp_path, port, unopened, slow)}
+    assert results["t.unopened"].outcome == Outcome.ERROR
+    assert "'other' is not open" in results["t.unopened"].message
+    assert results["t.slow"].outcome == Outcome.ERROR
+    assert "timeout of 0.3 s" in results["t.slow"].message
+
+
+@pytest.mark.parametrize(("peer", "observed"), [
+    (silent, "nothing within 0.3 s"),
+    (mid_frame, "in the middle of a frame"),
+    (garbage, "HTTP/1.1 400 Bad Request frame"),
+])
+def test_hostile_peers_get_a_graded_verdict(tmp_path: Path, peer: object, observed: str) -> None:
+    steps = """
+        - connect: {expect: nothing}
+        - expect: {command: CONNECTED, within: 0.3}
+    """
+    if peer is mid_frame:
+        steps = steps.replace("{command: CONNECTED, within: 0.3}", "{command: MESSAGE}")
+    with serving(peer) as port:  # type: ignore[arg-type]
+        (result,) = run(tmp_path, port, case(steps))
+    assert result.outcome == Outcome.FAILED and observed in result.observed, result.observed
+
+
+@pytest.mark.parametrize("peer", [endless, endless_body])
+def test_an_endless_frame_is_cut_and_memory_stays_bounded(tmp_path: Path, peer: object) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with serving(peer) as port:  # type: ignore[arg-type]
+        (result,) = run(tmp_path, port, case("""
+            - connect: {}
+            - expect: {command: MESSAGE, within: 20}
+        """))
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert result.outcome == Outcome.FAILED and "harness's limits" in result.observed
+    assert grown_mb < 120, f"memory grew by {grown_mb:.0f} MB"
+    assert sum(len(r.data) for r in result.transcript) <= 1 << 20
+    if peer is endless_body:  # 16 MiB arrive before the body limit: the transcript keeps 1
+        assert any("transcript full" in r.note for r in result.transcript)
+
+
+def test_parallel_jobs_events_and_stable_order(tmp_path: Path) -> None:
+    texts = [case("- connect: {}\n- sleep: 0.2", id=f"t.c{i}") for i in (3, 1, 2, 0)]
+    events: list[EngineEvent] = []
+    with serving(TinyBroker()) as port:
+        results = run(tmp_path, port, *texts, events=events, jobs=4)
+    assert [r.id for r in results] == ["t.c0", "t.c1", "t.c2", "t.c3"]
+    assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunFinished)
+    assert sum(isinstance(e, CaseStarted) for e in events) == 4
+    assert sum(isinstance(e, CaseFinished) for e in events) == 4
+    finish = events[-1]
+    assert isinstance(finish, RunFinished) and finish.server["server"] == "tiny/1.0"
+    assert finish.duration < 0.75  # the four 0.2 s cases overlapped
+
+
+def test_the_deadline_skips_what_is_left(tmp_path: Path) -> None:
+    texts = [case("- sleep: 0.3", id=f"t.d{i}") for i in range(3)]
+    with serving(TinyBroker()) as port:
+        results = run(tmp_path, port, *texts, jobs=1, deadline=0.1)
+    assert [r.outcome for r in results] == [Outcome.PASSED, Outcome.SKIPPED, Outcome.SKIPPED]
+
+
+def test_an_unreachable_broker_stops_the_run_with_one_line(tmp_path: Path) -> None:
+    with serving(silent) as port:
+        pass  # the port is free again
+    with pytest.raises(HarnessError) as caught:
+        run(tmp_path, port, case("- sleep: 0"))
+    assert str(caught.value) == f"cannot connect to 127.0.0.1:{port}: connection refused"
