@@ -5,6 +5,7 @@ the contract: 0 conformant, 1 a conformance failure, 2 usage or configuration er
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -14,9 +15,14 @@ from rich.console import Console
 from rich.text import Text
 
 from conformance import __version__
+from conformance.console import ConsoleReporter
+from conformance.engine import Engine, HarnessError, Target
+from conformance.profile import ProfileError, load_profile, shipped
+from conformance.results import Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.spec import Level, Party, catalogue
 from conformance.spec.grammar import VERSIONS
+from conformance.transport import TlsOptions, parse_broker
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 
@@ -100,6 +106,59 @@ def _show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run(args: argparse.Namespace) -> int:
+    if not args.broker:
+        print("stomp-conformance: no --broker given and the embedded reference broker is not "
+              "part of this version: pass --broker HOST:PORT", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        address = parse_broker(args.broker)
+        profile = load_profile(args.profile)
+    except (ValueError, ProfileError) as error:
+        print(f"stomp-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    tls = None
+    if address.tls or args.tls_ca or args.tls_cert or args.tls_no_verify:
+        tls = TlsOptions(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
+                         verify=not args.tls_no_verify)
+    target = Target(address, profile, tls=tls, login=args.login, passcode=args.passcode,
+                    host=args.vhost)
+    cases = _cases(args)
+    if not cases:
+        print("stomp-conformance: no case matches", file=sys.stderr)
+        return EXIT_USAGE
+    engine = Engine(target, jobs=args.jobs, case_timeout=args.timeout, deadline=args.deadline)
+    try:
+        results = asyncio.run(engine.run(cases, [ConsoleReporter()]))
+    except HarnessError as error:
+        print(f"stomp-conformance: {error}", file=sys.stderr)
+        return EXIT_HARNESS
+    outcomes = {r.outcome for r in results}
+    if Outcome.FAILED in outcomes:
+        return EXIT_FAILED
+    return EXIT_HARNESS if Outcome.ERROR in outcomes else EXIT_OK
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {value!r}")
+    return number
+
+
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, not {value!r}")
+    return number
+
+
 def _level(value: str) -> str:
     known = {level.value for level in Level} | {"must", "should", "may"}
     if value.upper() not in known and value.lower() not in known:
@@ -127,11 +186,32 @@ def parser() -> argparse.ArgumentParser:
                       help="only statements a client can (or cannot) observe on the wire")
     spec.set_defaults(run=_spec)
 
-    for name, run, text in (("list", _list, "list the cases"),
+    run = verbs.add_parser("run", help="run the cases against a broker",
+                           description="Run the conformance cases against a broker.")
+    run.add_argument("--broker", metavar="URL",
+                     help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT")
+    run.add_argument("--login")
+    run.add_argument("--passcode")
+    run.add_argument("--vhost", help="the value of CONNECT's host header")
+    run.add_argument("--profile", default="reference",
+                     help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
+    run.add_argument("--jobs", type=_positive, default=8, help="cases run at once (default 8)")
+    run.add_argument("--timeout", type=_seconds, default=30.0,
+                     help="seconds a case may take (default 30)")
+    run.add_argument("--deadline", type=_seconds, help="seconds the whole run may take")
+    run.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
+    run.add_argument("--tls-cert", metavar="FILE", help="client certificate")
+    run.add_argument("--tls-key", metavar="FILE", help="client key")
+    run.add_argument("--tls-no-verify", action="store_true", help="do not verify the broker")
+    verbs_with_cases = [("run", _run, run)]
+
+    for name, run_verb, text in (("list", _list, "list the cases"),
                             ("show", _show, "show a case, its statements' text and its steps")):
         verb = verbs.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         if name == "show":
             verb.add_argument("case", help="a case id")
+        verbs_with_cases.append((name, run_verb, verb))
+    for name, run_verb, verb in verbs_with_cases:
         verb.add_argument("--cases", action="append", metavar="PATH",
                           help="a folder or file of YAML cases (default: the shipped catalogue)")
         verb.add_argument("--tag")
@@ -139,8 +219,10 @@ def parser() -> argparse.ArgumentParser:
         verb.add_argument("--level", choices=["must", "should", "may"])
         verb.add_argument("--stomp-version", choices=VERSIONS)
         verb.add_argument("-k", metavar="TEXT", help="only cases whose id contains TEXT")
-        verb.add_argument("--json", action="store_true", help="print JSON on stdout, nothing else")
-        verb.set_defaults(run=run)
+        if name != "run":
+            verb.add_argument("--json", action="store_true",
+                              help="print JSON on stdout, nothing else")
+        verb.set_defaults(run=run_verb)
     return top
 
 

@@ -78,7 +78,8 @@ def load_file(file: Path) -> list[Case]:
                     key=lambda e: len(e.absolute_path), reverse=True)
     if errors:
         worst = jsonschema.exceptions.best_match(errors)
-        where = "/".join(str(p) for p in worst.absolute_path) or "top level"
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                        for p in worst.absolute_path).lstrip(".") or "top level"
         raise CaseLoadError(file, _line(lines, worst.absolute_path),
                             f"{where}: {worst.message}")
     if isinstance(data, dict):

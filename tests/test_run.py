@@ -1,0 +1,66 @@
+"""`stomp-conformance run` end to end: a real broker peer on loopback, the exit codes of the
+contract, one-line errors, and no credentials in what it prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import cli
+from peers import TinyBroker, serving
+
+CASE = """\
+- id: receipts.send-gets-receipt
+  title: SEND with a receipt header gets a RECEIPT
+  statements: [receipt.receipt-id-required]
+  versions: ["1.1", "1.2"]
+  steps:
+    - connect: {}
+    - send: {command: SEND, headers: {destination: "${queue}", receipt: r1}}
+    - expect: {command: RECEIPT, headers: {receipt-id: r1}, within: 0.5}
+"""
+
+
+def cases(tmp_path: Path) -> str:
+    path = tmp_path / "cases.yaml"
+    path.write_text(CASE)
+    return str(path)
+
+
+def test_a_conformant_broker_exits_0(tmp_path: Path) -> None:
+    with serving(TinyBroker()) as port:
+        done = cli("run", "--broker", f"stomp://alice:s3cret@127.0.0.1:{port}", "--cases",
+                   cases(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "2 case runs" in done.stderr and "passed" in done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_a_failure_exits_1_and_names_expected_and_observed(tmp_path: Path) -> None:
+    with serving(TinyBroker("no-receipt")) as port:
+        done = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", cases(tmp_path),
+                   "--stomp-version", "1.2")
+    assert done.returncode == 1
+    assert "receipts.send-gets-receipt [1.2]" in done.stderr
+    assert "expected RECEIPT receipt-id 'r1'; observed nothing within 0.5 s" in done.stderr
+
+
+def test_nothing_listening_exits_3_with_one_line(tmp_path: Path) -> None:
+    done = cli("run", "--broker", "127.0.0.1:1", "--cases", cases(tmp_path))
+    assert done.returncode == 3
+    assert done.stderr == "stomp-conformance: cannot connect to 127.0.0.1:1: connection refused\n"
+
+
+def test_a_broken_case_file_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(CASE.replace("    - connect: {}", "    - connect: {command: HELLO}"))
+    done = cli("run", "--broker", "127.0.0.1:1", "--cases", str(path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"stomp-conformance: {path}:6: [0].steps[0].connect.command:")
+
+
+def test_bad_flags_exit_2(tmp_path: Path) -> None:
+    for args in (["--jobs", "0"], ["--broker", "127.0.0.1:99999"], ["--profile", "nope"],
+                 ["--timeout", "-1"]):
+        done = cli("run", "--cases", cases(tmp_path), "--broker", "127.0.0.1:1", *args)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, args
+        assert len(done.stderr.strip().splitlines()) <= 12
