@@ -18,6 +18,7 @@ from conformance import __version__
 from conformance.console import ConsoleReporter
 from conformance.engine import Engine, HarnessError, Target
 from conformance.profile import ProfileError, load_profile, shipped
+from conformance.report import ReportWriter
 from conformance.results import Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.spec import Level, Party, catalogue
@@ -128,11 +129,18 @@ def _run(args: argparse.Namespace) -> int:
         print("stomp-conformance: no case matches", file=sys.stderr)
         return EXIT_USAGE
     engine = Engine(target, jobs=args.jobs, case_timeout=args.timeout, deadline=args.deadline)
+    reports = ReportWriter(run_id=engine.run_id, json_path=args.json, junit_path=args.junit,
+                           records_dir=args.results)
     try:
-        results = asyncio.run(engine.run(cases, [ConsoleReporter()]))
+        results = asyncio.run(engine.run(cases, [ConsoleReporter(), reports]))
     except HarnessError as error:
         print(f"stomp-conformance: {error}", file=sys.stderr)
         return EXIT_HARNESS
+    except OSError as error:
+        print(f"stomp-conformance: cannot write a report: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in reports.written:
+        print(f"wrote {path}", file=sys.stderr)
     outcomes = {r.outcome for r in results}
     if Outcome.FAILED in outcomes:
         return EXIT_FAILED
@@ -203,6 +211,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--tls-cert", metavar="FILE", help="client certificate")
     run.add_argument("--tls-key", metavar="FILE", help="client key")
     run.add_argument("--tls-no-verify", action="store_true", help="do not verify the broker")
+    run.add_argument("--json", metavar="PATH", help="write the JSON report to PATH")
+    run.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH")
+    run.add_argument("--results", metavar="DIR",
+                     help="write JSON Lines result records for the pipeline into DIR")
     verbs_with_cases = [("run", _run, run)]
 
     for name, run_verb, text in (("list", _list, "list the cases"),

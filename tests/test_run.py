@@ -3,6 +3,7 @@ contract, one-line errors, and no credentials in what it prints."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from helpers import cli
@@ -33,6 +34,22 @@ def test_a_conformant_broker_exits_0(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "2 case runs" in done.stderr and "passed" in done.stderr
     assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_reports_are_written_without_credentials(tmp_path: Path) -> None:
+    with serving(TinyBroker("no-receipt")) as port:
+        done = cli("run", "--broker", f"127.0.0.1:{port}", "--login", "alice", "--passcode",
+                   "s3cret", "--cases", cases(tmp_path), "--json", str(tmp_path / "r.json"),
+                   "--junit", str(tmp_path / "out/junit.xml"), "--results", str(tmp_path / "rec"))
+    assert done.returncode == 1
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert {c["outcome"] for c in report["cases"]} == {"failed"}
+    assert report["broker"]["url"] == f"127.0.0.1:{port}"
+    records = list((tmp_path / "rec").glob("results-*.jsonl"))
+    assert len(records) == 1 and len(records[0].read_text().splitlines()) == 2
+    for path in (tmp_path / "r.json", tmp_path / "out/junit.xml", records[0]):
+        assert b"s3cret" not in path.read_bytes()
+    assert b"passcode:***" in (tmp_path / "r.json").read_bytes()
 
 
 def test_a_failure_exits_1_and_names_expected_and_observed(tmp_path: Path) -> None:

@@ -1,0 +1,138 @@
+"""pytest plugin: `pytest --stomp-broker HOST:PORT cases/` collects every YAML case as an
+item per STOMP version and runs it through the same engine as the command line.
+
+A failure is reported at the case's YAML line with the statement broken, expected vs
+observed, and the end of the transcript. Items carry markers for their level (`must`,
+`should`, `may`) and their area (`escaping`, `heart-beat`, ...), so `-m must` works.
+Options: command line > ini file (`stomp_broker`, `stomp_profile`) > default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.engine import Engine, HarnessError, Target, run_case
+from conformance.profile import ProfileError, load_profile
+from conformance.results import CaseResult, Outcome
+from conformance.scenario import Case, CaseLoadError, load_file
+from conformance.spec import catalogue
+from conformance.transport import parse_broker
+
+TAIL = 12  # transcript records shown under a failure
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("stomp", "STOMP conformance cases")
+    group.addoption("--stomp-broker", help="run YAML cases against this broker (HOST:PORT "
+                    "or URL); without it, YAML files are not collected")
+    group.addoption("--stomp-profile", help="broker profile: a shipped name or a YAML file")
+    group.addoption("--stomp-login")
+    group.addoption("--stomp-passcode")
+    group.addoption("--stomp-timeout", type=float, default=30.0, help="seconds per case")
+    parser.addini("stomp_broker", "default for --stomp-broker")
+    parser.addini("stomp_profile", "default for --stomp-profile", default="reference")
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    return config.getoption(f"--stomp-{name}") or config.getini(f"stomp_{name}") or None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for level, text in (("must", "MUST"), ("should", "SHOULD"), ("may", "MAY")):
+        config.addinivalue_line("markers", f"{level}: STOMP cases of {text} statements")
+    broker = _option(config, "broker")
+    if not broker:
+        return
+    try:
+        target = Target(parse_broker(broker), load_profile(_option(config, "profile")),
+                        login=config.getoption("--stomp-login"),
+                        passcode=config.getoption("--stomp-passcode"))
+        asyncio.run(Engine(target).preflight())
+    except (ValueError, ProfileError) as error:
+        raise pytest.UsageError(str(error)) from None
+    except HarnessError as error:
+        pytest.exit(str(error), returncode=3)
+    config.stash[TARGET] = target
+
+
+TARGET = pytest.StashKey[Target]()
+
+
+def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
+    if file_path.suffix in (".yaml", ".yml") and TARGET in parent.config.stash:
+        return CaseFile.from_parent(parent, path=file_path)
+    return None
+
+
+class CaseFile(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        try:
+            cases = load_file(self.path)
+        except CaseLoadError as error:
+            raise self.CollectError(str(error)) from None
+        for case in cases:
+            self.config.addinivalue_line("markers", f"{case.area}: STOMP cases of that area")
+            for version in case.versions:
+                item = CaseItem.from_parent(self, name=f"{case.id}[{version}]", case=case,
+                                            version=version)
+                item.add_marker(case.level)
+                item.add_marker(case.area)
+                yield item
+
+
+class CaseFailed(Exception):
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, case: Case, version: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case, self.version = case, version
+
+    def runtest(self) -> None:
+        target = self.config.stash[TARGET]
+        result, _ = asyncio.run(run_case(self.case, self.version, target,
+                                         timeout=self.config.getoption("--stomp-timeout"),
+                                         run_id=f"{id(self.session):x}"[-8:]))
+        self.user_properties.append(("outcome", result.outcome.value))
+        if result.outcome in (Outcome.FAILED, Outcome.ERROR):
+            raise CaseFailed(result)
+        if result.outcome in (Outcome.UNSUPPORTED, Outcome.SKIPPED):
+            pytest.skip(result.message)
+        if result.outcome == Outcome.KNOWN_DEVIATION:
+            pytest.xfail(result.deviation)
+        if result.outcome == Outcome.NON_STRICT:
+            warnings.warn(f"{self.case.id} [{self.version}]: SHOULD broken: {result.message}",
+                          stacklevel=1)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if not isinstance(excinfo.value, CaseFailed):
+            return str(super().repr_failure(excinfo))
+        r = excinfo.value.result
+        lines = [f"{r.file}:{r.step_line or r.line}: {r.outcome.value}: {r.id} "
+                 f"[STOMP {r.version}]"]
+        if r.statement and r.statement in catalogue():
+            statement = catalogue()[r.statement]
+            lines.append(f"  {statement.id} ({statement.level.value}): {statement.quote}")
+        if r.expected:
+            lines += [f"  expected: {r.expected}", f"  observed: {r.observed}"]
+        else:
+            lines.append(f"  {r.message}")
+        lines += [f"  also: {v}" for v in r.violations[:5]]
+        if r.transcript:
+            from conformance.report.transcript import render_record
+            lines.append("  transcript (end):")
+            lines += ["    " + render_record(rec) for rec in r.transcript[-TAIL:]]
+        return "\n".join(lines)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.case.line - 1, f"{self.case.id} [STOMP {self.version}]"

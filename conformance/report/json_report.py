@@ -1,0 +1,76 @@
+"""The JSON report: the source every other format can be made from. Its shape is the
+contract in DESIGN.md ('JSON report'), checked by report.schema.json beside this module."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from conformance.report.files import write_atomic
+from conformance.report.scrub import Scrubber, scrub
+from conformance.results import CaseResult, Outcome, summarise
+
+if TYPE_CHECKING:
+    from conformance.engine import Target
+
+SCHEMA_VERSION = 1
+TOOL_NAME = "stomp-conformance"
+#: Outcomes of cases that did not run: no version was negotiated, nothing was graded.
+NOT_RUN = (Outcome.SKIPPED, Outcome.UNSUPPORTED)
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the report (draft 2020-12)."""
+    text = resources.files(__package__).joinpath("report.schema.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def _by_version(results: list[CaseResult]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per version, per level: how many passed of those that ran (as summarise counts)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for r in results:
+        level = out.setdefault(r.version, {}).setdefault(r.level, {"passed": 0, "total": 0})
+        if r.outcome not in NOT_RUN:
+            level["total"] += 1
+            level["passed"] += r.outcome == Outcome.PASSED
+    return dict(sorted(out.items()))
+
+
+def report_json(results: list[CaseResult], *, target: Target, server: dict[str, str],
+                duration: float, tool_version: str) -> dict[str, Any]:
+    """The report as a JSON-ready dict, with the target's passcode scrubbed out."""
+    clean = scrub(results, target)
+    header = server.get("server")
+    summary = summarise(clean)
+    summary["versions"] = _by_version(clean)
+    summary["duration_s"] = round(duration, 3)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": tool_version},
+        "broker": {
+            "url": target.address.display,
+            "profile": target.profile.name,
+            "server": None if header is None else Scrubber(target.credentials[1]).text(header),
+            "versions": sorted({r.version for r in clean if r.outcome not in NOT_RUN}),
+        },
+        "summary": summary,
+        "cases": [r.to_json() for r in clean],
+    }
+
+
+def dumps(report: dict[str, Any]) -> bytes:
+    try:
+        text = json.dumps(report, indent=2, ensure_ascii=False)
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in some message: let JSON escape it
+        return (json.dumps(report, indent=2) + "\n").encode("ascii")
+
+
+def write_json(path: Path | str, report: dict[str, Any]) -> None:
+    """Write `report` (from report_json) as UTF-8 JSON, indented by 2, atomically."""
+    write_atomic(Path(path), dumps(report))
