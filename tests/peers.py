@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from ssl import SSLContext
 
 from conformance.codec import Frame, Parser, StompError, encode
 from conformance.spec.grammar import negotiate, parse_accept_version
@@ -128,14 +129,15 @@ async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
 
 @contextlib.contextmanager
-def serving(behaviour: Behaviour) -> Iterator[int]:
-    """Serve `behaviour` on 127.0.0.1 in a thread of its own; yield the port."""
+def serving(behaviour: Behaviour, *, ssl: SSLContext | None = None) -> Iterator[int]:
+    """Serve `behaviour` on 127.0.0.1 (over TLS with `ssl`) in a thread of its own; yield
+    the port."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     port: list[int] = []
 
     async def main() -> None:
-        server = await asyncio.start_server(behaviour, "127.0.0.1", 0)
+        server = await asyncio.start_server(behaviour, "127.0.0.1", 0, ssl=ssl)
         port.append(server.sockets[0].getsockname()[1])
         started.set()
         async with server:

@@ -4,8 +4,10 @@ contract, one-line errors, and no credentials in what it prints."""
 from __future__ import annotations
 
 import json
+import ssl
 from pathlib import Path
 
+import trustme
 from helpers import cli
 from peers import TinyBroker, serving
 
@@ -81,3 +83,20 @@ def test_bad_flags_exit_2(tmp_path: Path) -> None:
         done = cli("run", "--cases", cases(tmp_path), "--broker", "127.0.0.1:1", *args)
         assert done.returncode == 2 and "Traceback" not in done.stderr, args
         assert len(done.stderr.strip().splitlines()) <= 12
+
+
+def test_tls_with_a_ca_and_without_verification(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    with serving(TinyBroker(), ssl=server) as port:
+        url = f"stomp+ssl://127.0.0.1:{port}"
+        verified = cli("run", "--broker", url, "--tls-ca", str(tmp_path / "ca.pem"),
+                       "--cases", cases(tmp_path))
+        unverified = cli("run", "--broker", url, "--tls-no-verify", "--cases", cases(tmp_path))
+        refused = cli("run", "--broker", url, "--cases", cases(tmp_path))
+    assert verified.returncode == 0, verified.stderr
+    assert unverified.returncode == 0, unverified.stderr
+    assert refused.returncode == 3 and "TLS handshake" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
