@@ -24,7 +24,6 @@ from conformance.spec import catalogue
 from conformance.steps import STEPS, CaseError, StepFailed, violations
 from conformance.transport import (
     BrokerAddress,
-    ConnectError,
     TlsOptions,
     TransportError,
     open_transport,
@@ -243,8 +242,6 @@ class Engine:
         """Fail fast, with one line, when the broker cannot be reached at all."""
         try:
             transport = await open_transport(self.target.address, tls=self.target.tls)
-        except ConnectError as error:
-            raise HarnessError(str(error)) from None
         except TransportError as error:
             raise HarnessError(str(error)) from None
         await transport.close()
@@ -276,7 +273,8 @@ class Engine:
                     result, seen = await run_case(case, version, self.target,
                                                   timeout=self.case_timeout,
                                                   run_id=self.run_id)
-                    server.update(seen if not server else {})
+                    if not server:
+                        server.update(seen)
                 emit(CaseFinished(result))
                 return result
 

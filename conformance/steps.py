@@ -213,11 +213,9 @@ async def step_expect_close(run: CaseRun, args: dict[str, Any]) -> None:
 
 async def step_expect_any(run: CaseRun, alternatives: list[dict[str, Any]]) -> None:
     """The first alternative the broker's behaviour meets decides the grade."""
-    conn = run.conn(alternatives[0].get("expect") or alternatives[0].get("expect_close")
-                    or alternatives[0].get("expect_error_close")
-                    or alternatives[0].get("expect_none") or {})
-    within = max((a.get(k) or {}).get("within", DEFAULT_WITHIN)
-                 for a in alternatives for k in a if k.startswith("expect"))
+    expectations = [a[k] or {} for a in alternatives for k in a if k.startswith("expect")]
+    conn = run.conn(next((e for e in expectations if "conn" in e), {}))
+    within = max(e.get("within", DEFAULT_WITHIN) for e in expectations)
     event = await conn.next_event(within)
     if isinstance(event, Frame):
         run.judge(conn, event)
