@@ -3,6 +3,7 @@ outcome; run the command line."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -45,7 +46,7 @@ def bytewise(data: bytes) -> list[bytes]:
     return [data[i:i + 1] for i in range(len(data))]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """`stomp-conformance ARGS` in a child process."""
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`stomp-conformance ARGS` in a child process (with `env` added to the environment)."""
     return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, env={**os.environ, **(env or {})})

@@ -4,6 +4,7 @@ contract, one-line errors, and no credentials in what it prints."""
 from __future__ import annotations
 
 import json
+import re
 import ssl
 from pathlib import Path
 
@@ -52,6 +53,16 @@ def test_reports_are_written_without_credentials(tmp_path: Path) -> None:
     for path in (tmp_path / "r.json", tmp_path / "out/junit.xml", records[0]):
         assert b"s3cret" not in path.read_bytes()
     assert b"passcode:***" in (tmp_path / "r.json").read_bytes()
+
+
+def test_no_color_is_respected(tmp_path: Path) -> None:
+    with serving(TinyBroker("no-receipt")) as port:
+        coloured = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", cases(tmp_path),
+                       env={"FORCE_COLOR": "1"})
+        plain = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", cases(tmp_path),
+                    env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    colour = re.compile(r"\x1b\[[0-9;]*3[0-7]m|;3[0-7]m")
+    assert colour.search(coloured.stderr) and not colour.search(plain.stderr)
 
 
 def test_a_failure_exits_1_and_names_expected_and_observed(tmp_path: Path) -> None:
