@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,15 +16,16 @@ from rich.console import Console
 from rich.text import Text
 
 from conformance import __version__
+from conformance.broker import FAULTS, Broker, BrokerConfig, embedded
 from conformance.console import ConsoleReporter
 from conformance.engine import Engine, HarnessError, Target
 from conformance.profile import ProfileError, load_profile, shipped
 from conformance.report import ReportWriter
-from conformance.results import Outcome
+from conformance.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.spec import Level, Party, catalogue
 from conformance.spec.grammar import VERSIONS
-from conformance.transport import TlsOptions, parse_broker
+from conformance.transport import BrokerAddress, TlsOptions, parse_broker
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 
@@ -108,31 +110,39 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if not args.broker:
-        print("stomp-conformance: no --broker given and the embedded reference broker is not "
-              "part of this version: pass --broker HOST:PORT", file=sys.stderr)
-        return EXIT_USAGE
     try:
-        address = parse_broker(args.broker)
+        address = parse_broker(args.broker) if args.broker else None
         profile = load_profile(args.profile)
     except (ValueError, ProfileError) as error:
         print(f"stomp-conformance: {error}", file=sys.stderr)
         return EXIT_USAGE
     tls = None
-    if address.tls or args.tls_ca or args.tls_cert or args.tls_no_verify:
+    if (address and address.tls) or args.tls_ca or args.tls_cert or args.tls_no_verify:
         tls = TlsOptions(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
                          verify=not args.tls_no_verify)
-    target = Target(address, profile, tls=tls, login=args.login, passcode=args.passcode,
-                    host=args.vhost)
     cases = _cases(args)
     if not cases:
         print("stomp-conformance: no case matches", file=sys.stderr)
         return EXIT_USAGE
-    engine = Engine(target, jobs=args.jobs, case_timeout=args.timeout, deadline=args.deadline)
-    reports = ReportWriter(run_id=engine.run_id, json_path=args.json, junit_path=args.junit,
+
+    async def run() -> list[CaseResult]:
+        if address is not None:
+            return await go(address)
+        async with embedded() as broker:  # the reference broker, in this process
+            return await go(parse_broker(f"127.0.0.1:{broker.port}"))
+
+    async def go(where: BrokerAddress) -> list[CaseResult]:
+        target = Target(where, profile, tls=tls, login=args.login, passcode=args.passcode,
+                        host=args.vhost)
+        engine = Engine(target, jobs=args.jobs, case_timeout=args.timeout,
+                        deadline=args.deadline)
+        reports.run_id = engine.run_id
+        return await engine.run(cases, [ConsoleReporter(), reports])
+
+    reports = ReportWriter(run_id="", json_path=args.json, junit_path=args.junit,
                            records_dir=args.results)
     try:
-        results = asyncio.run(engine.run(cases, [ConsoleReporter(), reports]))
+        results = asyncio.run(run())
     except HarnessError as error:
         print(f"stomp-conformance: {error}", file=sys.stderr)
         return EXIT_HARNESS
@@ -145,6 +155,48 @@ def _run(args: argparse.Namespace) -> int:
     if Outcome.FAILED in outcomes:
         return EXIT_FAILED
     return EXIT_HARNESS if Outcome.ERROR in outcomes else EXIT_OK
+
+
+def _broker(args: argparse.Namespace) -> int:
+    if args.list_faults:
+        for name, (statement, does) in sorted(FAULTS.items()):
+            print(f"{name:40} {statement:45} {does}")
+        return EXIT_OK
+    users = None
+    if args.login is not None:
+        users = {args.login: args.passcode or ""}
+    try:
+        config = BrokerConfig(host=args.host, port=args.port, users=users,
+                              vhosts=frozenset(args.vhost) if args.vhost else None,
+                              faults=frozenset(args.fault or ()))
+    except ValueError as error:
+        print(f"stomp-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+    async def serve() -> None:
+        broker = Broker(config)
+        try:
+            await broker.start()
+        except OSError as error:
+            raise HarnessError(f"cannot listen on {config.host}:{config.port}: "
+                               f"{error.strerror or error}") from None
+        faults = f" with faults {', '.join(sorted(config.faults))}" if config.faults else ""
+        print(f"stomp-conformance broker listening on {config.host}:{broker.port}{faults}",
+              file=sys.stderr, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await broker.stop()
+        print("stomp-conformance broker stopped", file=sys.stderr)
+
+    try:
+        asyncio.run(serve())
+    except HarnessError as error:
+        print(f"stomp-conformance: {error}", file=sys.stderr)
+        return EXIT_HARNESS
+    return EXIT_OK
 
 
 def _positive(value: str) -> int:
@@ -197,7 +249,8 @@ def parser() -> argparse.ArgumentParser:
     run = verbs.add_parser("run", help="run the cases against a broker",
                            description="Run the conformance cases against a broker.")
     run.add_argument("--broker", metavar="URL",
-                     help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT")
+                     help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT (default: "
+                          "the reference broker, started in this process)")
     run.add_argument("--login")
     run.add_argument("--passcode")
     run.add_argument("--vhost", help="the value of CONNECT's host header")
@@ -216,6 +269,19 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--results", metavar="DIR",
                      help="write JSON Lines result records for the pipeline into DIR")
     verbs_with_cases = [("run", _run, run)]
+
+    broker = verbs.add_parser("broker", help="serve the reference broker",
+                              description="Serve the reference STOMP broker until interrupted.")
+    broker.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    broker.add_argument("--port", type=int, default=61613, help="port (0: any free port)")
+    broker.add_argument("--login", help="require this login (with --passcode)")
+    broker.add_argument("--passcode", help="the passcode of --login")
+    broker.add_argument("--vhost", action="append", help="accept only this host header "
+                        "(repeatable; default: any)")
+    broker.add_argument("--fault", action="append", metavar="NAME",
+                        help="break one statement on purpose (repeatable; see --list-faults)")
+    broker.add_argument("--list-faults", action="store_true", help="list the faults and exit")
+    broker.set_defaults(run=_broker)
 
     for name, run_verb, text in (("list", _list, "list the cases"),
                             ("show", _show, "show a case, its statements' text and its steps")):

@@ -52,8 +52,8 @@ class ConsoleReporter:
             line.append(r.deviation or r.message or "")
             self.console.print(line)
         summary = summarise(results)
-        table = Table(title=f"{summary['total']} case runs in {event.duration:.1f} s",
-                      show_header=True)
+        self.console.print(f"{summary['total']} case runs in {event.duration:.1f} s")
+        table = Table(show_header=True)
         table.add_column("outcome")
         table.add_column("count", justify="right")
         for outcome in Outcome:

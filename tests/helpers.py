@@ -3,13 +3,21 @@ outcome; run the command line."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterable
+from pathlib import Path
 
 from conformance.codec import Frame, Heartbeat, Parser, StompError
+from conformance.engine import Engine, EngineEvent, Target
+from conformance.profile import load_profile
+from conformance.results import CaseResult
+from conformance.scenario import load_file
 from conformance.spec.grammar import Version
+from conformance.transport import parse_broker
 
 Outcome = tuple[list[tuple[object, ...]], tuple[str, str | None, int | None] | None]
 
@@ -50,3 +58,30 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     """`stomp-conformance ARGS` in a child process (with `env` added to the environment)."""
     return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
                           text=True, timeout=60, env={**os.environ, **(env or {})})
+
+
+HEAD = """\
+- id: {id}
+  title: a test case
+  statements: [{statements}]
+  versions: [{versions}]
+{extra}  steps:
+"""
+
+
+def case(steps: str, *, id: str = "t.case", statements: str = "receipt.receipt-id-required",
+         extra: str = "", versions: str = '"1.2"') -> str:
+    """A one-case YAML document with `steps` (YAML list text)."""
+    return HEAD.format(id=id, statements=statements, extra=extra, versions=versions) + textwrap.indent(
+        textwrap.dedent(steps).strip("\n") + "\n", "    ")
+
+
+def run_cases(tmp_path: Path, port: int, *texts: str, profile: str = "reference",
+              events: list[EngineEvent] | None = None, **options: float) -> list[CaseResult]:
+    """Run YAML cases through the engine against 127.0.0.1:port."""
+    path = tmp_path / "cases.yaml"
+    path.write_text("".join(texts))
+    target = Target(parse_broker(f"127.0.0.1:{port}"), load_profile(profile))
+    engine = Engine(target, **options)  # type: ignore[arg-type]
+    handlers = [events.append] if events is not None else []
+    return asyncio.run(engine.run(load_file(path), handlers))

@@ -3,53 +3,22 @@ outcome, timeouts, and peers that hang, send garbage, close mid-frame or never e
 
 from __future__ import annotations
 
-import asyncio
 import resource
-import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import case, run_cases
 from peers import TinyBroker, endless, endless_body, garbage, mid_frame, serving, silent
 
 from conformance.engine import (
     CaseFinished,
     CaseStarted,
-    Engine,
     EngineEvent,
     HarnessError,
     RunFinished,
     RunStarted,
-    Target,
 )
-from conformance.profile import load_profile
-from conformance.results import CaseResult, Outcome
-from conformance.scenario import load_file
-from conformance.transport import parse_broker
-
-HEAD = """\
-- id: {id}
-  title: a test case
-  statements: [{statements}]
-  versions: ["1.2"]
-{extra}  steps:
-"""
-
-
-def case(steps: str, *, id: str = "t.case", statements: str = "receipt.receipt-id-required",
-         extra: str = "") -> str:
-    return HEAD.format(id=id, statements=statements, extra=extra) + textwrap.indent(
-        textwrap.dedent(steps).strip("\n") + "\n", "    ")
-
-
-def run(tmp_path: Path, port: int, *texts: str, profile: str = "reference",
-        events: list[EngineEvent] | None = None, **options: float) -> list[CaseResult]:
-    path = tmp_path / "cases.yaml"
-    path.write_text("".join(texts))
-    target = Target(parse_broker(f"127.0.0.1:{port}"), load_profile(profile))
-    engine = Engine(target, **options)  # type: ignore[arg-type]
-    handlers = [events.append] if events is not None else []
-    return asyncio.run(engine.run(load_file(path), handlers))
-
+from conformance.results import Outcome
 
 CONVERSATION = case("""
     - connect: {}
@@ -89,7 +58,7 @@ CONVERSATION = case("""
 
 def test_a_conformant_peer_passes_every_step_kind(tmp_path: Path) -> None:
     with serving(TinyBroker()) as port:
-        (result,) = run(tmp_path, port, CONVERSATION)
+        (result,) = run_cases(tmp_path, port, CONVERSATION)
     assert result.outcome == Outcome.PASSED, result.message
     sent = b"".join(r.data for r in result.transcript if r.direction == "out")
     assert b"x-user:a\\cb\\\\c" in sent  # escaped per 1.2 on the wire
@@ -100,7 +69,7 @@ def test_a_conformant_peer_passes_every_step_kind(tmp_path: Path) -> None:
 
 def test_a_missing_receipt_fails_with_expected_and_observed(tmp_path: Path) -> None:
     with serving(TinyBroker("no-receipt")) as port:
-        (result,) = run(tmp_path, port, case("""
+        (result,) = run_cases(tmp_path, port, case("""
             - connect: {}
             - send: {command: SEND, headers: {destination: "${queue}", receipt: r1}}
             - expect: {command: RECEIPT, headers: {receipt-id: r1}, within: 0.3}
@@ -127,7 +96,7 @@ ERROR_THEN_CLOSE = case("""
 def test_error_then_close(tmp_path: Path, faults: tuple[str, ...], outcome: Outcome,
                           words: str) -> None:
     with serving(TinyBroker(*faults)) as port:
-        (result,) = run(tmp_path, port, ERROR_THEN_CLOSE)
+        (result,) = run_cases(tmp_path, port, ERROR_THEN_CLOSE)
     assert result.outcome == outcome, result.message
     assert words in result.message + " ".join(result.violations)
 
@@ -140,7 +109,7 @@ def test_the_validator_fails_a_case_on_frames_it_did_not_look_at(tmp_path: Path)
         - expect: {command: MESSAGE, body: hi}
     """
     with serving(TinyBroker("no-ack-header")) as port:
-        (result,) = run(tmp_path, port, case(steps))
+        (result,) = run_cases(tmp_path, port, case(steps))
     assert result.outcome == Outcome.FAILED
     assert result.statement == "message.ack-required" and result.violations
 
@@ -165,7 +134,7 @@ def test_alternatives_grade_what_the_broker_did(tmp_path: Path, peer: object,
     steps = EITHER if peer is not mid_frame else EITHER.replace(
         "    - connect: {}\n", "    - connect: {expect: nothing}\n")
     with serving(peer) as port:  # type: ignore[arg-type]
-        (result,) = run(tmp_path, port, case(steps, statements="size-limits.error-then-close"))
+        (result,) = run_cases(tmp_path, port, case(steps, statements="size-limits.error-then-close"))
     assert result.outcome == outcome, result.message
 
 
@@ -176,9 +145,9 @@ def test_a_may_case_is_informational_and_profiles_decide_support(tmp_path: Path)
     """, id="t.may", statements="connected.optional-headers")
     needs = case("- sleep: 0", id="t.needs", extra="  requires: [nack]\n")
     with serving(TinyBroker()) as port:
-        results = {r.id: r for r in run(tmp_path, port, may, needs, profile="stompserver")}
+        results = {r.id: r for r in run_cases(tmp_path, port, may, needs, profile="stompserver")}
         assert results["t.may"].outcome == Outcome.UNSUPPORTED  # stompserver speaks 1.0 only
-        results = {r.id: r for r in run(tmp_path, port, may, needs)}
+        results = {r.id: r for r in run_cases(tmp_path, port, may, needs)}
     assert results["t.may"].outcome == Outcome.INFORMATIONAL
     assert results["t.needs"].outcome == Outcome.PASSED
 
@@ -193,7 +162,7 @@ def test_a_listed_deviation_is_graded_as_such(tmp_path: Path) -> None:
         - expect: {command: RECEIPT, within: 0.2}
     """
     with serving(TinyBroker("no-receipt")) as port:
-        (result,) = run(tmp_path, port, case(steps), profile=str(profile))
+        (result,) = run_cases(tmp_path, port, case(steps), profile=str(profile))
     assert result.outcome == Outcome.KNOWN_DEVIATION and "known bug 12" in result.deviation
 
 
@@ -201,7 +170,7 @@ def test_case_problems_and_timeouts_are_errors(tmp_path: Path) -> None:
     unopened = case("- expect: {conn: other}", id="t.unopened")
     slow = case("- sleep: 5", id="t.slow", extra="  timeout: 0.3\n")
     with serving(TinyBroker()) as port:
-        results = {r.id: r for r in run(tmp_path, port, unopened, slow)}
+        results = {r.id: r for r in run_cases(tmp_path, port, unopened, slow)}
     assert results["t.unopened"].outcome == Outcome.ERROR
     assert "'other' is not open" in results["t.unopened"].message
     assert results["t.slow"].outcome == Outcome.ERROR
@@ -221,7 +190,7 @@ def test_hostile_peers_get_a_graded_verdict(tmp_path: Path, peer: object, observ
     if peer is mid_frame:
         steps = steps.replace("{command: CONNECTED, within: 0.3}", "{command: MESSAGE}")
     with serving(peer) as port:  # type: ignore[arg-type]
-        (result,) = run(tmp_path, port, case(steps))
+        (result,) = run_cases(tmp_path, port, case(steps))
     assert result.outcome == Outcome.FAILED and observed in result.observed, result.observed
 
 
@@ -229,7 +198,7 @@ def test_hostile_peers_get_a_graded_verdict(tmp_path: Path, peer: object, observ
 def test_an_endless_frame_is_cut_and_memory_stays_bounded(tmp_path: Path, peer: object) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with serving(peer) as port:  # type: ignore[arg-type]
-        (result,) = run(tmp_path, port, case("""
+        (result,) = run_cases(tmp_path, port, case("""
             - connect: {}
             - expect: {command: MESSAGE, within: 20}
         """))
@@ -245,7 +214,7 @@ def test_parallel_jobs_events_and_stable_order(tmp_path: Path) -> None:
     texts = [case("- connect: {}\n- sleep: 0.2", id=f"t.c{i}") for i in (3, 1, 2, 0)]
     events: list[EngineEvent] = []
     with serving(TinyBroker()) as port:
-        results = run(tmp_path, port, *texts, events=events, jobs=4)
+        results = run_cases(tmp_path, port, *texts, events=events, jobs=4)
     assert [r.id for r in results] == ["t.c0", "t.c1", "t.c2", "t.c3"]
     assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunFinished)
     assert sum(isinstance(e, CaseStarted) for e in events) == 4
@@ -258,7 +227,7 @@ def test_parallel_jobs_events_and_stable_order(tmp_path: Path) -> None:
 def test_the_deadline_skips_what_is_left(tmp_path: Path) -> None:
     texts = [case("- sleep: 0.3", id=f"t.d{i}") for i in range(3)]
     with serving(TinyBroker()) as port:
-        results = run(tmp_path, port, *texts, jobs=1, deadline=0.1)
+        results = run_cases(tmp_path, port, *texts, jobs=1, deadline=0.1)
     assert [r.outcome for r in results] == [Outcome.PASSED, Outcome.SKIPPED, Outcome.SKIPPED]
 
 
@@ -266,5 +235,5 @@ def test_an_unreachable_broker_stops_the_run_with_one_line(tmp_path: Path) -> No
     with serving(silent) as port:
         pass  # the port is free again
     with pytest.raises(HarnessError) as caught:
-        run(tmp_path, port, case("- sleep: 0"))
+        run_cases(tmp_path, port, case("- sleep: 0"))
     assert str(caught.value) == f"cannot connect to 127.0.0.1:{port}: connection refused"

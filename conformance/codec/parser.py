@@ -78,8 +78,11 @@ class Parser:
     """Feed bytes in any chunking with `feed`; call `eof` when the peer closes."""
 
     def __init__(self, *, version: Version = "1.2", strict: bool = True,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, content_length: bool = True) -> None:
         self.strict = strict
+        #: False reads every body up to its first NUL, as a peer that ignores content-length
+        #: would: the reference broker's `ignore-content-length` fault.
+        self.content_length = content_length
         self.limits = limits or Limits()
         self._max_frame = self.limits.max_frame
         self.version = version
@@ -280,7 +283,7 @@ class Parser:
                 name, colon, value = line.partition(":")
                 if not colon or not name or (escaping and ":" in value):
                     self._bad_header(line, lines.index(line), block, pos, violations)
-                if name == "content-length" and length is None:
+                if name == "content-length" and length is None and self.content_length:
                     length = value
                 headers.append((name, value))
         body_start = end + skip
@@ -324,7 +327,7 @@ class Parser:
                         raise
                     violations.append(Violation(error.statement or "", error.message,
                                                 error.offset))
-            if name == "content-length" and length is None:
+            if name == "content-length" and length is None and self.content_length:
                 length = value
             headers.append((name, value))
         return headers, length

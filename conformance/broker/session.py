@@ -1,0 +1,475 @@
+"""One client connection of the reference broker: the STOMP 1.0-1.2 protocol, frame by
+frame. Every error is an ERROR frame (with `message`, and `receipt-id` when the offending
+frame asked for a receipt) followed by closing the connection."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from conformance import __version__
+from conformance.broker.store import Message, QueueFull, Subscription
+from conformance.codec import Frame, Heartbeat, Parser, StompError, encode
+from conformance.spec.grammar import ACK_MODES, CLIENT_COMMANDS, HEART_BEAT, parse_accept_version
+
+if TYPE_CHECKING:
+    from conformance.broker.server import Broker
+
+#: headers of SEND that are the broker's business, not the message's
+TRANSPORT_HEADERS = frozenset({"destination", "receipt", "transaction", "content-length"})
+_sessions = itertools.count(1)
+
+
+class Refused(Exception):
+    """A frame the broker answers with ERROR then close."""
+
+
+class Session:
+    def __init__(self, broker: Broker, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.broker, self.config = broker, broker.config
+        self.faults = broker.config.faults
+        self.reader, self.writer = reader, writer
+        self.id = f"s{next(_sessions)}"
+        self.parser = Parser(version="1.2", strict=False, limits=self.config.limits,
+                             content_length="ignore-content-length" not in self.faults)
+        self.version = "1.2"
+        self.connected = False
+        self.closing = False
+        self.subscriptions: dict[str, Subscription] = {}
+        self.transactions: dict[str, list[Callable[[], None]]] = {}
+        self._acks = itertools.count(1)
+        self.send_every = 0.0  # seconds between our heart-beats, 0: none
+        self.expect_every = 0.0  # the client's
+        self.last_write = time.monotonic()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pumping = False
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def has_room(self) -> bool:
+        transport = self.writer.transport
+        return not self.closing and \
+            transport.get_write_buffer_size() < self.config.write_high_water
+
+    def write(self, frame: Frame) -> None:
+        if self.closing:
+            return
+        version = "1.0" if "no-escaping" in self.faults and frame.command != "CONNECTED" \
+            else self.version
+        self.writer.write(encode(frame, version=version))  # type: ignore[arg-type]
+        self.last_write = time.monotonic()
+
+    def deliver(self, subscription: Subscription, message: Message) -> None:
+        if self.closing:
+            return
+        if not subscription.has_room():  # only a topic delivers without asking first
+            self.slow(subscription)
+            return
+        headers = [("subscription", subscription.id), ("message-id", message.id),
+                   ("destination", message.destination)]
+        faults = self.faults
+        if "no-subscription-header" in faults:
+            headers.pop(0)
+        if "no-message-id" in faults:
+            headers = [h for h in headers if h[0] != "message-id"]
+        if "no-destination-header" in faults:
+            headers = [h for h in headers if h[0] != "destination"]
+        if subscription.ack != "auto":
+            ack = f"{self.id}-{next(self._acks)}"
+            subscription.unacked[ack] = message
+            if self.version == "1.2" and "no-ack-header" not in faults:
+                headers.append(("ack", ack))
+        if message.redelivered:
+            headers.append(("redelivered", "true"))
+        if "drop-user-headers" not in faults:
+            headers += message.headers
+        self.write(Frame("MESSAGE", headers, message.body))
+        if not self.has_room() and not self._pumping:
+            self._pumping = True
+            self._tasks.append(asyncio.get_running_loop().create_task(self._pump()))
+
+    async def _pump(self) -> None:
+        """Once the client has read what was written, give its queues another turn."""
+        try:
+            await self.writer.drain()
+        except (ConnectionError, OSError):
+            return
+        self._pumping = False
+        mine = {s.destination for s in self.subscriptions.values()}
+        self.broker.store.dispatch_all(lambda d: d.name in mine)
+
+    def slow(self, subscription: Subscription) -> None:
+        """A topic subscriber without room: the broker will not buffer for it."""
+        self.write(Frame("ERROR", [("message", f"slow consumer: subscription "
+                                               f"{subscription.id!r} fell too far behind"),
+                                   ("content-type", "text/plain")], b"slow consumer"))
+        self.closing = True
+        self.writer.close()
+
+    async def error(self, message: str, frame: Frame | None = None, detail: str = "") -> None:
+        """ERROR, then close (unless the error-without-close fault is on)."""
+        headers = [] if "error-without-message" in self.faults else [("message", message)]
+        receipt = frame.get("receipt") if frame is not None else None
+        if receipt is not None and "no-receipt-id-on-error" not in self.faults:
+            headers.append(("receipt-id", receipt))
+        headers.append(("content-type", "text/plain"))
+        body = (detail or message).encode()
+        self.write(Frame("ERROR", headers, body))
+        if "error-without-close" not in self.faults:
+            self.closing = True
+
+    # -- the connection -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            await self._read_loop()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.end()
+            try:
+                await self.writer.drain()
+            except (ConnectionError, OSError, asyncio.CancelledError):
+                pass
+            self.writer.close()
+
+    async def _read_loop(self) -> None:
+        config = self.config
+        started = time.monotonic()
+        frame_started: float | None = None
+        while not self.closing:
+            timeout = self._read_timeout(started, frame_started)
+            try:
+                data = await asyncio.wait_for(self.reader.read(65536), timeout)
+            except TimeoutError:
+                await self._timed_out(started, frame_started)
+                continue
+            if not data:
+                return
+            try:
+                events = self.parser.feed(data)
+            except StompError as problem:
+                for event in getattr(problem, "events", []):
+                    await self.handle(event)
+                    if self.closing:
+                        return
+                await self.error(f"frame refused: {problem.message}",
+                                 detail=str(problem))
+                return
+            for event in events:
+                await self.handle(event)
+                if self.closing:
+                    break
+            frame_started = (frame_started or time.monotonic()) if self.parser.buffered else None
+            await self.writer.drain()
+            if not self.connected and time.monotonic() - started > config.connect_timeout:
+                await self.error("no CONNECT frame in time")
+
+    def _read_timeout(self, started: float, frame_started: float | None) -> float:
+        config = self.config
+        limits = [config.frame_timeout - (time.monotonic() - frame_started)
+                  if frame_started else config.idle_timeout]
+        if not self.connected:
+            limits.append(config.connect_timeout - (time.monotonic() - started))
+        if self.expect_every:
+            limits.append(self.expect_every * config.heartbeat_tolerance)
+        return max(min(limits), 0.001)
+
+    async def _timed_out(self, started: float, frame_started: float | None) -> None:
+        now = time.monotonic()
+        if not self.connected and now - started >= self.config.connect_timeout:
+            await self.error("no CONNECT frame in time")
+        elif frame_started and now - frame_started >= self.config.frame_timeout:
+            await self.error(f"a frame took longer than {self.config.frame_timeout:g} s "
+                             "to arrive")
+        elif self.expect_every:
+            await self.error(f"no data for {self.expect_every * self.config.heartbeat_tolerance:g}"
+                             " s: the heart-beat was missed")
+        else:
+            await self.error("connection idle for too long")
+        try:
+            await self.writer.drain()
+        except (ConnectionError, OSError):
+            pass
+
+    async def _heartbeats(self) -> None:
+        while not self.closing:
+            wait = self.last_write + self.send_every - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            self.writer.write(b"\n")
+            self.last_write = time.monotonic()
+            await self.writer.drain()
+
+    def end(self) -> None:
+        """The connection is over: abort transactions, give back unacknowledged messages."""
+        self.closing = True
+        for task in self._tasks:
+            task.cancel()
+        if "no-implicit-abort" in self.faults:
+            for actions in self.transactions.values():
+                for action in actions:
+                    action()
+        self.transactions.clear()
+        requeue = "no-redelivery" not in self.faults
+        for subscription in self.subscriptions.values():
+            self.broker.store.unsubscribe(subscription, requeue=requeue)
+        self.subscriptions.clear()
+        self.broker.sessions.discard(self)
+
+    # -- frames ---------------------------------------------------------------------------
+
+    async def handle(self, event: Frame | Heartbeat) -> None:
+        if isinstance(event, Heartbeat):
+            return
+        frame = event
+        if "trim-headers" in self.faults:
+            frame.headers = [(k.strip(), v.strip()) for k, v in frame.headers]
+        problems = [v for v in frame.violations
+                    if not ("accept-undefined-escape" in self.faults
+                            and v.statement.startswith("value-encoding.undefined-escape"))
+                    and not ("accept-body-on-subscribe" in self.faults
+                             and v.statement == "body.forbidden-frames")]
+        if problems:
+            await self.error(f"malformed frame: {problems[0].message}", frame,
+                             "\n".join(str(p) for p in problems))
+            return
+        command = frame.command
+        if command in ("CONNECT", "STOMP"):
+            await self.connect(frame)
+            return
+        if not self.connected and "accept-frames-before-connect" not in self.faults:
+            await self.error(f"{command} before CONNECT", frame)
+            return
+        handler = HANDLERS.get(command) if command in CLIENT_COMMANDS else None
+        if handler is None:
+            await self.error(f"unknown command {command[:40]!r}", frame)
+            return
+        try:
+            handler(self, frame)
+        except Refused as refused:
+            await self.error(str(refused), frame)
+            return
+        except QueueFull as full:
+            await self.error(str(full), frame)
+            return
+        receipt = frame.get("receipt")
+        if receipt is not None and "drop-receipts" not in self.faults:
+            value = receipt + "-x" if "wrong-receipt-id" in self.faults else receipt
+            body = b"receipt" if "body-on-receipt" in self.faults else b""
+            self.write(Frame("RECEIPT", [("receipt-id", value)], body))
+        if command == "DISCONNECT":
+            self.closing = True
+
+    async def connect(self, frame: Frame) -> None:
+        if self.connected:
+            await self.error("a second CONNECT on one connection", frame)
+            return
+        if frame.command == "STOMP" and "ignore-stomp-frame" in self.faults:
+            await self.error("unknown command 'STOMP'", frame)
+            return
+        offered = parse_accept_version(frame.get("accept-version"))
+        common = [v for v in self.config.versions if v in offered]
+        if not common and "accept-any-version" not in self.faults:
+            self.version = "1.2"
+            self.write(Frame("ERROR", [
+                ("version", ",".join(self.config.versions)), ("content-type", "text/plain"),
+                ("message", "no common protocol version")],
+                f"Supported protocol versions are {' '.join(self.config.versions)}".encode()))
+            self.closing = True
+            return
+        version = (common[0] if "wrong-version" in self.faults else common[-1]) if common \
+            else "1.2"
+        self.version = version
+        self.parser.version = version  # type: ignore[assignment]
+        host = frame.get("host")
+        if version != "1.0" and host is None:
+            await self.error(f"CONNECT without the host header STOMP {version} requires",
+                             frame)
+            return
+        if self.config.vhosts is not None and host not in self.config.vhosts:
+            await self.error(f"unknown virtual host {host!r}", frame)
+            return
+        users = self.config.users
+        if users is not None and users.get(frame.get("login") or "") != frame.get("passcode"):
+            await self.error("access refused: unknown login or wrong passcode", frame)
+            return
+        headers = [("version", version)] if version != "1.0" and \
+            "no-version-header" not in self.faults else []
+        if version != "1.0":
+            await self._negotiate_heartbeats(frame, headers)
+            if self.closing:
+                return
+        headers += [("session", self.id), ("server", f"stomp-conformance/{__version__}")]
+        self.connected = True
+        self.write(Frame("CONNECTED", headers))
+
+    async def _negotiate_heartbeats(self, frame: Frame, headers: list[tuple[str, str]]) -> None:
+        value = frame.get("heart-beat", "0,0") or "0,0"
+        match = HEART_BEAT.match(value)
+        if match is None:
+            await self.error(f"heart-beat {value[:40]!r} is not two integers", frame)
+            return
+        cx, cy = int(match.group(1)), int(match.group(2))
+        sx, sy = self.config.heartbeat
+        headers.append(("heart-beat", "fast,slow" if "bad-heartbeat-header" in self.faults
+                        else f"{sx},{sy}"))
+        if sx and cy:
+            self.send_every = max(sx, cy) / 1000
+            if "no-heartbeats" not in self.faults:
+                self._tasks.append(asyncio.get_running_loop().create_task(self._heartbeats()))
+        if cx and sy:
+            self.expect_every = max(cx, sy) / 1000
+
+    # -- the frames of a connected session ---------------------------------------------------
+
+    def _required(self, frame: Frame, name: str) -> str:
+        value = frame.get(name)
+        if value is None:
+            raise Refused(f"{frame.command} without the required {name!r} header")
+        return value
+
+    def _in_transaction(self, frame: Frame, action: Callable[[], None]) -> None:
+        name = frame.get("transaction")
+        if name is None or "ignore-transactions" in self.faults:
+            action()
+            return
+        if name not in self.transactions:
+            raise Refused(f"unknown transaction {name!r}")
+        self.transactions[name].append(action)
+
+    def send(self, frame: Frame) -> None:
+        destination = self._required(frame, "destination")
+        if not destination.startswith(("/queue/", "/topic/")):
+            raise Refused(f"unknown destination {destination[:60]!r}: use /queue/NAME or "
+                          "/topic/NAME")
+        message = Message(self.broker.store.message_id(), destination,
+                          [(k, v) for k, v in frame.headers if k not in TRANSPORT_HEADERS],
+                          frame.body)
+        self._in_transaction(frame, lambda: self.broker.store.destination(destination)
+                             .send(message))
+
+    def subscribe(self, frame: Frame) -> None:
+        destination = self._required(frame, "destination")
+        if self.version == "1.0":
+            sub_id = frame.get("id") or destination
+        else:
+            sub_id = self._required(frame, "id")
+        if sub_id in self.subscriptions:
+            raise Refused(f"subscription id {sub_id!r} is already in use on this connection")
+        ack = frame.get("ack", "auto") or "auto"
+        if ack not in ACK_MODES[self.version]:  # type: ignore[index]
+            raise Refused(f"ack mode {ack!r} is not one of "
+                          f"{', '.join(sorted(ACK_MODES[self.version]))}")  # type: ignore[index]
+        if not destination.startswith(("/queue/", "/topic/")):
+            raise Refused(f"unknown destination {destination[:60]!r}")
+        if len(self.subscriptions) >= self.config.max_subscriptions:
+            raise Refused(f"more than {self.config.max_subscriptions} subscriptions")
+        subscription = Subscription(self, sub_id, destination, ack, self.config.max_pending)
+        self.subscriptions[sub_id] = subscription
+        self.broker.store.subscribe(subscription)
+
+    def unsubscribe(self, frame: Frame) -> None:
+        sub_id = frame.get("id")
+        if sub_id is None and self.version == "1.0":
+            sub_id = frame.get("destination")
+        if sub_id is None:
+            raise Refused("UNSUBSCRIBE without the required 'id' header")
+        subscription = self.subscriptions.pop(sub_id, None)
+        if subscription is None:
+            raise Refused(f"no subscription {sub_id!r} on this connection")
+        self.broker.store.unsubscribe(subscription)
+
+    def _find_ack(self, frame: Frame) -> tuple[Subscription, str]:
+        """The subscription and ack id an ACK or NACK names, per version."""
+        if self.version == "1.2":
+            ack_id = self._required(frame, "id")
+            for subscription in self.subscriptions.values():
+                if ack_id in subscription.unacked:
+                    return subscription, ack_id
+            raise Refused(f"{frame.command} of unknown or already acknowledged id {ack_id!r}")
+        message_id = self._required(frame, "message-id")
+        if self.version == "1.1":
+            named = self.subscriptions.get(self._required(frame, "subscription"))
+            candidates = [named] if named else []
+        else:
+            candidates = list(self.subscriptions.values())
+        for subscription in candidates:
+            for ack_id, message in subscription.unacked.items():
+                if message.id == message_id:
+                    return subscription, ack_id
+        raise Refused(f"{frame.command} of unknown or already acknowledged message "
+                      f"{message_id!r}")
+
+    def _settle(self, subscription: Subscription, ack_id: str, *, requeue: bool) -> None:
+        """ACK (requeue=False) or NACK one message, or, in client mode, every message of the
+        subscription up to it."""
+        if ack_id not in subscription.unacked:
+            return  # settled meanwhile (a transaction's frames run at COMMIT)
+        cumulative = subscription.ack == "client" or "individual-ack-cumulative" in self.faults
+        scope = list(self.subscriptions.values()) \
+            if "cumulative-ack-crosses-subscriptions" in self.faults else [subscription]
+        settled = []
+        if cumulative:
+            target = subscription.unacked[ack_id]
+            for sub in scope:
+                for key in list(sub.unacked):
+                    message = sub.unacked.pop(key)
+                    settled.append((sub, message))
+                    if message is target:
+                        break
+        else:
+            settled.append((subscription, subscription.unacked.pop(ack_id)))
+        store = self.broker.store
+        for sub, message in settled:
+            if requeue:
+                store.destination(sub.destination).requeue([message])
+        store.dispatch_all()
+
+    def ack(self, frame: Frame) -> None:
+        subscription, ack_id = self._find_ack(frame)
+        self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=False))
+
+    def nack(self, frame: Frame) -> None:
+        if self.version == "1.0":
+            raise Refused("NACK is not part of STOMP 1.0")
+        subscription, ack_id = self._find_ack(frame)
+        self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=True))
+
+    def begin(self, frame: Frame) -> None:
+        name = self._required(frame, "transaction")
+        if name in self.transactions:
+            raise Refused(f"transaction {name!r} is already open on this connection")
+        self.transactions[name] = []
+
+    def _finish(self, frame: Frame, *, commit: bool) -> None:
+        name = self._required(frame, "transaction")
+        actions = self.transactions.pop(name, None)
+        if actions is None:
+            if "accept-unknown-transaction" in self.faults:
+                return
+            raise Refused(f"unknown transaction {name!r}")
+        if commit:
+            for action in actions:
+                action()
+
+    def commit(self, frame: Frame) -> None:
+        self._finish(frame, commit=True)
+
+    def abort(self, frame: Frame) -> None:
+        self._finish(frame, commit=False)
+
+    def disconnect(self, frame: Frame) -> None:
+        """Nothing to do here: open transactions are aborted when the connection ends."""
+
+
+HANDLERS: dict[str, Callable[[Session, Frame], None]] = {
+    "SEND": Session.send, "SUBSCRIBE": Session.subscribe, "UNSUBSCRIBE": Session.unsubscribe,
+    "ACK": Session.ack, "NACK": Session.nack, "BEGIN": Session.begin,
+    "COMMIT": Session.commit, "ABORT": Session.abort, "DISCONNECT": Session.disconnect,
+}

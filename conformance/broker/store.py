@@ -1,0 +1,138 @@
+"""Destinations and subscriptions: what the broker holds between frames.
+
+A queue (`/queue/...`) gives each message to one consumer, round robin among those with
+room; a topic (`/topic/...`) gives it to every subscriber. A consumer has room while its
+unacknowledged messages are under the limit and its connection's unsent bytes are under
+the high-water mark, so a slow consumer makes messages wait in the queue (bounded by the
+queue's byte limit), never in an unbounded buffer.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(slots=True)
+class Message:
+    id: str
+    destination: str
+    #: the sender's headers (destination, receipt, transaction and content-length removed)
+    headers: list[tuple[str, str]]
+    body: bytes
+    redelivered: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.body) + sum(len(k) + len(v) for k, v in self.headers) + 64
+
+
+class Consumer(Protocol):
+    """The session side of a subscription."""
+
+    def has_room(self) -> bool: ...
+
+    def deliver(self, subscription: Subscription, message: Message) -> None: ...
+
+
+@dataclass(eq=False)
+class Subscription:
+    consumer: Consumer
+    id: str
+    destination: str
+    ack: str  # auto, client, client-individual
+    max_pending: int
+    #: ack id -> message, in delivery order (client and client-individual only)
+    unacked: OrderedDict[str, Message] = field(default_factory=OrderedDict)
+
+    def has_room(self) -> bool:
+        return len(self.unacked) < self.max_pending and self.consumer.has_room()
+
+
+class QueueFull(Exception):
+    pass
+
+
+class Destination:
+    def __init__(self, name: str, *, max_bytes: int) -> None:
+        self.name = name
+        self.topic = name.startswith("/topic/")
+        self.max_bytes = max_bytes
+        self.messages: deque[Message] = deque()
+        self.bytes = 0
+        self.subscriptions: list[Subscription] = []
+        self._turn = 0
+
+    def send(self, message: Message) -> None:
+        if self.topic:
+            for subscription in list(self.subscriptions):
+                subscription.consumer.deliver(subscription, message)
+            return
+        if self.bytes + message.size > self.max_bytes:
+            raise QueueFull(f"queue {self.name} holds {self.bytes} octets, its limit is "
+                            f"{self.max_bytes}")
+        self.messages.append(message)
+        self.bytes += message.size
+        self.dispatch()
+
+    def requeue(self, messages: list[Message]) -> None:
+        """Messages given back (NACK, or their consumer went): first in line again."""
+        for message in reversed(messages):
+            message.redelivered = True
+            self.messages.appendleft(message)
+            self.bytes += message.size
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        while self.messages and self.subscriptions:
+            count = len(self.subscriptions)
+            for step in range(count):
+                subscription = self.subscriptions[(self._turn + step) % count]
+                if subscription.has_room():
+                    self._turn = (self._turn + step + 1) % count
+                    message = self.messages.popleft()
+                    self.bytes -= message.size
+                    subscription.consumer.deliver(subscription, message)
+                    break
+            else:
+                return  # nobody has room: the messages wait
+
+
+class Store:
+    """Every destination by name, created on first use."""
+
+    def __init__(self, *, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.destinations: dict[str, Destination] = {}
+        self._ids = itertools.count(1)
+
+    def destination(self, name: str) -> Destination:
+        found = self.destinations.get(name)
+        if found is None:
+            found = self.destinations[name] = Destination(name, max_bytes=self.max_bytes)
+        return found
+
+    def message_id(self) -> str:
+        return f"m-{next(self._ids)}"
+
+    def subscribe(self, subscription: Subscription) -> None:
+        destination = self.destination(subscription.destination)
+        destination.subscriptions.append(subscription)
+        destination.dispatch()
+
+    def unsubscribe(self, subscription: Subscription, *, requeue: bool = True) -> None:
+        destination = self.destination(subscription.destination)
+        if subscription in destination.subscriptions:
+            destination.subscriptions.remove(subscription)
+        pending = list(subscription.unacked.values())
+        subscription.unacked.clear()
+        if requeue and pending and not destination.topic:
+            destination.requeue(pending)
+
+    def dispatch_all(self, accept: Callable[[Destination], bool] = lambda d: True) -> None:
+        for destination in list(self.destinations.values()):
+            if accept(destination):
+                destination.dispatch()
