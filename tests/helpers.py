@@ -69,9 +69,16 @@ HEAD = """\
 """
 
 
-def case(steps: str, *, id: str = "t.case", statements: str = "receipt.receipt-id-required",
-         extra: str = "", versions: str = '"1.2"') -> str:
-    """A one-case YAML document with `steps` (YAML list text)."""
+RECEIPT_RULE = {"1.0": "receipt.receipt-id-required-v10",
+                "1.1": "receipt.receipt-id-required-v11", "1.2": "receipt.receipt-id-required"}
+
+
+def case(steps: str, *, id: str = "t.case", statements: str = "", extra: str = "",
+         versions: str = '"1.2"') -> str:
+    """A one-case YAML document with `steps` (YAML list text); by default it cites the
+    RECEIPT rule of each of its versions."""
+    statements = statements or ", ".join(rule for version, rule in RECEIPT_RULE.items()
+                                         if version in versions)
     return HEAD.format(id=id, statements=statements, extra=extra, versions=versions) + textwrap.indent(
         textwrap.dedent(steps).strip("\n") + "\n", "    ")
 

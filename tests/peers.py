@@ -143,8 +143,13 @@ def serving(behaviour: Behaviour, *, ssl: SSLContext | None = None) -> Iterator[
         async with server:
             await server.serve_forever()
 
-    thread = threading.Thread(target=lambda: loop.run_until_complete(_quiet(main())),
-                              daemon=True)
+    def target() -> None:
+        loop.run_until_complete(_quiet(main()))
+        # let every connection handler run its own cleanup before the loop goes
+        loop.run_until_complete(_finish_all())
+        loop.close()
+
+    thread = threading.Thread(target=target, daemon=True)
     thread.start()
     started.wait(10)
     try:
@@ -153,6 +158,11 @@ def serving(behaviour: Behaviour, *, ssl: SSLContext | None = None) -> Iterator[
         for task in asyncio.all_tasks(loop):
             loop.call_soon_threadsafe(task.cancel)
         thread.join(5)
+
+
+async def _finish_all() -> None:
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    await asyncio.gather(*others, return_exceptions=True)
 
 
 async def _quiet(main: Awaitable[None]) -> None:

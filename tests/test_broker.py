@@ -1,0 +1,395 @@
+"""The reference broker over real sockets: negotiation, queues and topics, ack modes,
+redelivery, transactions, receipts, errors, limits, heart-beats, abuse, faults, the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import case, run_cases
+from peers import serving
+
+from conformance.broker import FAULTS, Broker, BrokerConfig
+from conformance.codec import Frame, Limits, Parser, encode
+from conformance.results import Outcome
+from conformance.spec import catalogue
+
+
+@contextlib.contextmanager
+def broker(**config: object) -> Iterator[int]:
+    with serving(Broker(BrokerConfig(port=0, **config))._accept) as port:  # type: ignore[arg-type]
+        yield port
+
+
+def outcome(tmp_path: Path, port: int, steps: str, versions: str = '"1.2"') -> tuple[Outcome, str]:
+    (result,) = run_cases(tmp_path, port, case(steps, versions=versions))
+    return result.outcome, result.message
+
+
+def passes(tmp_path: Path, steps: str, versions: str = '"1.2"', **config: object) -> None:
+    with broker(**config) as port:
+        results = run_cases(tmp_path, port, case(steps, versions=versions))
+    assert [(r.version, r.outcome, r.message) for r in results] == \
+        [(r.version, Outcome.PASSED, "") for r in results]
+
+
+# -- negotiation and CONNECT ---------------------------------------------------------------
+
+def test_each_version_is_negotiated(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - connect: {}
+        - send: {command: DISCONNECT, headers: {receipt: d}}
+        - expect: {command: RECEIPT, headers: {receipt-id: d}}
+        - expect_close: {}
+    """, versions='"1.0", "1.1", "1.2"')
+    passes(tmp_path, """
+        - connect: {expect: nothing, headers: {accept-version: "1.0,1.1,2.0", host: h}}
+        - expect: {command: CONNECTED, headers: {version: "1.1", heart-beat: {regex: "[0-9]+,[0-9]+"}, server: {regex: "stomp-conformance/.*"}, session: {present: true}}}
+    """)
+    passes(tmp_path, """
+        - connect: {expect: nothing, headers: {accept-version: "2.0,3.1", host: h}}
+        - expect_error_close: {headers: {version: "1.0,1.1,1.2"}}
+    """)
+    passes(tmp_path, """
+        - connect: {command: STOMP}
+    """)
+
+
+@pytest.mark.parametrize(("headers", "config", "words"), [
+    ("accept-version:1.2", {}, "host header"),
+    ("accept-version:1.2\\nhost:h\\nlogin:a\\npasscode:wrong", {"users": {"a": "b"}},
+     "access refused"),
+    ("accept-version:1.2\\nhost:nowhere", {"vhosts": frozenset({"vh"})},
+     "unknown virtual host"),
+    ("accept-version:1.2\\nhost:h\\nheart-beat:x,1", {}, "heart-beat"),
+])
+def test_connect_refused(tmp_path: Path, headers: str, config: dict[str, object],
+                         words: str) -> None:
+    passes(tmp_path, f"""
+        - open: {{}}
+        - raw: {{data: "CONNECT\\n{headers}\\n\\n\\0"}}
+        - expect_error_close: {{headers: {{message: {{regex: ".*{words}.*"}}}}}}
+    """, **config)
+
+
+def test_frames_before_connect_and_a_second_connect_are_errors(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - open: {}
+        - send: {command: SEND, headers: {destination: "${queue}", receipt: r}}
+        - expect_error_close: {headers: {receipt-id: r}}
+        - connect: {conn: b}
+        - connect: {conn: b, expect: nothing}
+        - expect_error_close: {conn: b}
+    """)
+
+
+# -- queues, topics, acks ------------------------------------------------------------------
+
+def test_queue_round_robin_topic_fan_out_and_user_headers(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - connect: {}
+        - connect: {conn: b}
+        - send: {command: SUBSCRIBE, headers: {id: q, destination: "${queue}"}}
+        - send: {conn: b, command: SUBSCRIBE, headers: {id: q, destination: "${queue}", receipt: s}}
+        - expect: {conn: b, command: RECEIPT}
+        - send: {command: SUBSCRIBE, headers: {id: t, destination: "${topic}"}}
+        - send: {conn: b, command: SUBSCRIBE, headers: {id: t, destination: "${topic}", receipt: s2}}
+        - expect: {conn: b, command: RECEIPT}
+        - send: {command: SEND, headers: {destination: "${queue}", x-a: " padded ", "k:colon": "v\\\\n"}, body: one}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: two}
+        - expect: {command: MESSAGE, headers: {subscription: q, x-a: " padded ", "k:colon": "v\\\\n", destination: "${queue}"}, body: one}
+        - expect: {conn: b, command: MESSAGE, body: two}
+        - send: {command: SEND, headers: {destination: "${topic}"}, body: all}
+        - expect: {command: MESSAGE, headers: {subscription: t}, body: all}
+        - expect: {conn: b, command: MESSAGE, headers: {subscription: t}, body: all}
+    """)
+
+
+def test_client_ack_is_cumulative_within_one_subscription(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
+        - send: {command: SUBSCRIBE, headers: {id: b, destination: "${queue2}", ack: client}}
+        - send: {command: SEND, headers: {destination: "${queue2}"}, body: other}
+        - expect: {command: MESSAGE, body: other}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
+        - expect: {command: MESSAGE, body: m1}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m2}
+        - expect: {command: MESSAGE, body: m2, capture: {last: ack}}
+        - send: {command: ACK, headers: {id: "${last}", receipt: r}}
+        - expect: {command: RECEIPT}
+        - close: {}
+        - connect: {conn: again}
+        - send: {conn: again, command: SUBSCRIBE, headers: {id: b, destination: "${queue2}"}}
+        - expect: {conn: again, command: MESSAGE, headers: {redelivered: "true"}, body: other}
+        - send: {conn: again, command: SUBSCRIBE, headers: {id: a, destination: "${queue}"}}
+        - expect_none: {conn: again, within: 0.3}
+    """)
+
+
+def test_client_individual_ack_and_nack_redelivery(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client-individual}}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
+        - expect: {command: MESSAGE, body: m1, capture: {first: ack}}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m2}
+        - expect: {command: MESSAGE, body: m2, capture: {second: ack}}
+        - send: {command: ACK, headers: {id: "${second}"}}
+        - send: {command: NACK, headers: {id: "${first}"}}
+        - expect: {command: MESSAGE, headers: {redelivered: "true"}, body: m1, capture: {again: ack}}
+        - send: {command: ACK, headers: {id: "${again}", receipt: r}}
+        - expect: {command: RECEIPT}
+        - send: {command: ACK, headers: {id: "${second}"}}
+        - expect_error_close: {}
+    """)
+
+
+def test_ack_headers_of_1_1_and_1_0(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
+        - expect: {command: MESSAGE, headers: {ack: {absent: true}}, capture: {mid: message-id}}
+        - send: {command: ACK, headers: {message-id: "${mid}", subscription: a, receipt: r}}
+        - expect: {command: RECEIPT}
+    """, versions='"1.1"')
+    passes(tmp_path, """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {destination: "${queue}", ack: client}}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
+        - expect: {command: MESSAGE, capture: {mid: message-id}}
+        - send: {command: ACK, headers: {message-id: "${mid}", receipt: r}}
+        - expect: {command: RECEIPT}
+    """, versions='"1.0"')
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+def test_transactions_commit_abort_and_implicit_abort(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client-individual}}
+        - send: {command: BEGIN, headers: {transaction: t1}}
+        - send: {command: SEND, headers: {destination: "${queue}", transaction: t1}, body: held}
+        - expect_none: {within: 0.2}
+        - send: {command: COMMIT, headers: {transaction: t1}}
+        - expect: {command: MESSAGE, body: held, capture: {a1: ack}}
+        - send: {command: BEGIN, headers: {transaction: t2}}
+        - send: {command: SEND, headers: {destination: "${queue}", transaction: t2}, body: dropped}
+        - send: {command: ACK, headers: {id: "${a1}", transaction: t2}}
+        - send: {command: ABORT, headers: {transaction: t2, receipt: r}}
+        - expect: {command: RECEIPT}
+        - send: {command: BEGIN, headers: {transaction: t3}}
+        - send: {command: SEND, headers: {destination: "${queue2}", transaction: t3}, body: never}
+        - close: {}
+        - connect: {conn: b}
+        - send: {conn: b, command: SUBSCRIBE, headers: {id: a, destination: "${queue}"}}
+        - expect: {conn: b, command: MESSAGE, headers: {redelivered: "true"}, body: held}
+        - send: {conn: b, command: SUBSCRIBE, headers: {id: c, destination: "${queue2}"}}
+        - expect_none: {conn: b, within: 0.3}
+        - send: {conn: b, command: COMMIT, headers: {transaction: nope}}
+        - expect_error_close: {conn: b, headers: {message: {regex: ".*unknown transaction.*"}}}
+    """)
+
+
+# -- errors and limits -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [
+    "SEND\\ndestination:${queue}\\nk:\\\\t\\nreceipt:r\\n\\n\\0",       # undefined escape
+    "SUBSCRIBE\\nid:1\\ndestination:${queue}\\nreceipt:r\\n\\nbody\\0",  # a body it must not have
+    "FOO\\nreceipt:r\\n\\n\\0",                                        # unknown command
+    "SEND\\nreceipt:r\\n\\n\\0",                                       # no destination
+])
+def test_every_error_is_error_then_close_with_receipt_id(tmp_path: Path, bad: str) -> None:
+    passes(tmp_path, f"""
+        - connect: {{}}
+        - raw: {{data: "{bad}"}}
+        - expect_error_close: {{headers: {{receipt-id: r, message: {{present: true}}}}}}
+    """)
+
+
+@pytest.mark.parametrize("flood", [
+    "SEND\\ndestination:/queue/x\\n{h}\\n\\0",
+    "SEND\\ndestination:/queue/x\\nk:{v}\\n\\n\\0",
+    "SEND\\ndestination:/queue/x\\ncontent-length:99999\\n\\n{b}\\0",
+])
+def test_limits_are_answered_with_error_then_close(tmp_path: Path, flood: str) -> None:
+    data = flood.format(h="h:v\\n" * 20, v="v" * 300, b="b" * 99999)
+    passes(tmp_path, f"""
+        - connect: {{}}
+        - raw: {{data: "{data}"}}
+        - expect_error_close: {{}}
+    """, limits=Limits(max_headers=10, max_header_line=200, max_body=5000, max_frame=6000))
+
+
+# -- heart-beats -------------------------------------------------------------------------------
+
+def test_heartbeats_are_sent_at_the_negotiated_interval_and_a_silent_client_dropped() -> None:
+    async def main(port: int) -> tuple[list[float], float]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(encode(Frame("CONNECT", {"accept-version": "1.2", "host": "h",
+                                              "heart-beat": "100,200"})))
+        parser, beats, started = Parser(), [], time.monotonic()
+        while True:
+            data = await asyncio.wait_for(reader.read(65536), 5)
+            if not data:
+                return beats, time.monotonic() - started
+            for event in parser.feed(data):
+                if not isinstance(event, Frame):
+                    beats.append(time.monotonic() - started)
+
+    with broker(heartbeat=(150, 100), heartbeat_tolerance=2.0) as port:
+        beats, closed_after = asyncio.run(main(port))
+    # we send nothing: the broker expects us every max(100, 100) ms, so drops us after 0.2 s;
+    # it sends every max(150, 200) = 200 ms
+    assert 0.15 < closed_after < 1.0
+    gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
+    assert all(0.15 < g < 0.3 for g in gaps), gaps
+
+
+# -- abuse -------------------------------------------------------------------------------------
+
+def test_slow_loris_and_a_flood_of_connections(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - connect: {}
+        - raw: {data: "SEND\\ndestination:${queue}\\n", delivery: bytewise, pause: 0.05}
+        - expect_error_close: {headers: {message: {regex: ".*took longer.*"}}, within: 3}
+    """, frame_timeout=0.5)
+    with broker(max_connections=5) as port:
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+        time.sleep(0.2)
+        closed = 0
+        for sock in socks:
+            sock.settimeout(1)
+            try:
+                closed += sock.recv(10) == b""
+            except TimeoutError:
+                pass
+            sock.close()
+        assert closed == 3
+
+
+def test_a_slow_topic_consumer_does_not_make_the_broker_buffer(tmp_path: Path) -> None:
+    async def main(port: int) -> bytes:
+        slow_r, slow_w = await asyncio.open_connection("127.0.0.1", port)
+        slow_w.write(encode(Frame("CONNECT", {"accept-version": "1.2", "host": "h"})) +
+                     encode(Frame("SUBSCRIBE", {"id": "t", "destination": "/topic/flood",
+                                                "receipt": "s"})))
+        await asyncio.sleep(0.2)
+        _, fast_w = await asyncio.open_connection("127.0.0.1", port)
+        fast_w.write(encode(Frame("CONNECT", {"accept-version": "1.2", "host": "h"})))
+        body = b"x" * 65536
+        for _ in range(400):  # 26 MB at a consumer that reads nothing
+            fast_w.write(encode(Frame("SEND", {"destination": "/topic/flood"}, body)))
+            await fast_w.drain()
+        await asyncio.sleep(0.5)
+        data = b""
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            while chunk := await asyncio.wait_for(slow_r.read(1 << 20), 5):
+                data += chunk
+        return data
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with broker(write_high_water=1 << 20) as port:
+        data = asyncio.run(main(port))
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert b"slow consumer" in data
+    assert grown_mb < 100, f"{grown_mb:.0f} MB"
+
+
+# -- faults --------------------------------------------------------------------------------------
+
+def test_every_fault_names_a_statement_of_the_catalogue() -> None:
+    assert len(FAULTS) >= 25
+    for name, (statement, does) in FAULTS.items():
+        assert statement in catalogue() and does, name
+    with pytest.raises(ValueError, match="unknown fault nope"):
+        BrokerConfig(faults=frozenset({"nope"}))
+
+
+@pytest.mark.parametrize(("fault", "steps"), [
+    ("no-ack-header", """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m}
+        - expect: {command: MESSAGE}
+    """),
+    ("error-without-close", """
+        - connect: {}
+        - send: {command: FOO}
+        - expect_error_close: {within: 0.5}
+    """),
+    ("wrong-version", """
+        - connect: {expect: nothing, headers: {accept-version: "1.1,1.2", host: h}}
+        - expect: {command: CONNECTED, headers: {version: "1.2"}}
+    """),
+    ("cumulative-ack-crosses-subscriptions", """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
+        - send: {command: SUBSCRIBE, headers: {id: b, destination: "${queue2}", ack: client}}
+        - send: {command: SEND, headers: {destination: "${queue2}"}, body: other}
+        - expect: {command: MESSAGE, body: other}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m}
+        - expect: {command: MESSAGE, body: m, capture: {a: ack}}
+        - send: {command: ACK, headers: {id: "${a}"}}
+        - close: {}
+        - connect: {conn: b}
+        - send: {conn: b, command: SUBSCRIBE, headers: {id: b, destination: "${queue2}"}}
+        - expect: {conn: b, command: MESSAGE, body: other, within: 0.5}
+    """),
+    ("ignore-transactions", """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}"}}
+        - send: {command: BEGIN, headers: {transaction: t}}
+        - send: {command: SEND, headers: {destination: "${queue}", transaction: t}, body: m}
+        - expect_none: {within: 0.3}
+    """),
+    ("ignore-content-length", """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}"}}
+        - raw: {data: "SEND\\ndestination:${queue}\\ncontent-length:3\\n\\na\\0b\\0"}
+        - expect: {command: MESSAGE, body: "a\\0b"}
+    """),
+])
+def test_a_fault_makes_its_case_fail(tmp_path: Path, fault: str, steps: str) -> None:
+    passes(tmp_path, steps)
+    with broker(faults=frozenset({fault})) as port:
+        (result,) = run_cases(tmp_path, port, case(steps))
+    assert result.outcome in (Outcome.FAILED, Outcome.NON_STRICT), fault
+
+
+# -- the command line -------------------------------------------------------------------------
+
+def test_the_broker_verb_serves_until_interrupted_and_stops_cleanly() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    child = subprocess.Popen([sys.executable, "-m", "conformance", "broker", "--port",
+                              str(port), "--fault", "drop-receipts"], stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert child.stderr is not None
+        line = child.stderr.readline()
+        assert f"listening on 127.0.0.1:{port} with faults drop-receipts" in line
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(encode(Frame("CONNECT", {"accept-version": "1.2", "host": "h"})))
+            assert sock.recv(1000).startswith(b"CONNECTED\n")
+        child.send_signal(signal.SIGINT)
+        assert child.wait(10) == 0
+        assert "stopped" in child.stderr.read() and "Traceback" not in line
+    finally:
+        child.kill()
+    bad = subprocess.run([sys.executable, "-m", "conformance", "broker", "--fault", "nope"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "unknown fault nope" in bad.stderr
