@@ -79,8 +79,8 @@ def case(steps: str, *, id: str = "t.case", statements: str = "", extra: str = "
     RECEIPT rule of each of its versions."""
     statements = statements or ", ".join(rule for version, rule in RECEIPT_RULE.items()
                                          if version in versions)
-    return HEAD.format(id=id, statements=statements, extra=extra, versions=versions) + textwrap.indent(
-        textwrap.dedent(steps).strip("\n") + "\n", "    ")
+    head = HEAD.format(id=id, statements=statements, extra=extra, versions=versions)
+    return head + textwrap.indent(textwrap.dedent(steps).strip("\n") + "\n", "    ")
 
 
 def run_cases(tmp_path: Path, port: int, *texts: str, profile: str = "reference",
