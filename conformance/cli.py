@@ -50,12 +50,17 @@ def _spec(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-DEFAULT_CASES = Path(__file__).resolve().parent.parent / "cases"
+def default_cases() -> Path:
+    """The shipped catalogue: cases/ beside the package in a checkout, conformance/cases in
+    an installed wheel (pyproject.toml maps one onto the other)."""
+    here = Path(__file__).resolve().parent
+    checkout = here.parent / "cases"
+    return checkout if checkout.is_dir() else here / "cases"
 
 
 def _cases(args: argparse.Namespace) -> list[Case]:
     """The cases named by --cases (default: the shipped catalogue), filtered by the flags."""
-    cases = load_cases([Path(p) for p in args.cases] if args.cases else [DEFAULT_CASES])
+    cases = load_cases([Path(p) for p in args.cases] if args.cases else [default_cases()])
     chosen = []
     for case in cases:
         if args.tag and args.tag not in case.tags:

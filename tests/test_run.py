@@ -111,3 +111,9 @@ def test_tls_with_a_ca_and_without_verification(tmp_path: Path) -> None:
     assert unverified.returncode == 0, unverified.stderr
     assert refused.returncode == 3 and "TLS handshake" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_run_with_no_arguments_runs_the_catalogue_against_the_reference_broker() -> None:
+    done = cli("run", "--jobs", "4")
+    assert done.returncode == 0, done.stderr
+    assert "(profile reference)" in done.stderr and "failed" not in done.stderr
