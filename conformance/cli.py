@@ -24,7 +24,7 @@ from conformance.report import ReportWriter
 from conformance.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.spec import Level, Party, catalogue
-from conformance.spec.grammar import VERSIONS
+from conformance.spec.grammar import HEART_BEAT, VERSIONS
 from conformance.transport import BrokerAddress, TlsOptions, parse_broker
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
@@ -173,7 +173,7 @@ def _broker(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig(host=args.host, port=args.port, users=users,
                               vhosts=frozenset(args.vhost) if args.vhost else None,
-                              faults=frozenset(args.fault or ()))
+                              heartbeat=args.heartbeat, faults=frozenset(args.fault or ()))
     except ValueError as error:
         print(f"stomp-conformance: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -202,6 +202,13 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"stomp-conformance: {error}", file=sys.stderr)
         return EXIT_HARNESS
     return EXIT_OK
+
+
+def _heartbeat(value: str) -> tuple[int, int]:
+    match = HEART_BEAT.match(value)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected two integers like 1000,1000, not {value!r}")
+    return int(match.group(1)), int(match.group(2))
 
 
 def _positive(value: str) -> int:
@@ -283,6 +290,9 @@ def parser() -> argparse.ArgumentParser:
     broker.add_argument("--passcode", help="the passcode of --login")
     broker.add_argument("--vhost", action="append", help="accept only this host header "
                         "(repeatable; default: any)")
+    broker.add_argument("--heartbeat", type=_heartbeat, default=(1000, 1000), metavar="SX,SY",
+                        help="CONNECTED's heart-beat: ms the broker can send, ms it wants "
+                             "(default 1000,1000)")
     broker.add_argument("--fault", action="append", metavar="NAME",
                         help="break one statement on purpose (repeatable; see --list-faults)")
     broker.add_argument("--list-faults", action="store_true", help="list the faults and exit")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from conformance import __version__
 from conformance.broker.store import Message, QueueFull, Subscription
-from conformance.codec import Frame, Heartbeat, Parser, StompError, encode
+from conformance.codec import Frame, Heartbeat, Parser, StompError, encode, encode_raw
 from conformance.spec.grammar import ACK_MODES, CLIENT_COMMANDS, HEART_BEAT, parse_accept_version
 
 if TYPE_CHECKING:
@@ -58,9 +58,12 @@ class Session:
     def write(self, frame: Frame) -> None:
         if self.closing:
             return
-        version = "1.0" if "no-escaping" in self.faults and frame.command != "CONNECTED" \
-            else self.version
-        self.writer.write(encode(frame, version=version))  # type: ignore[arg-type]
+        if "no-escaping" in self.faults:  # headers as they are, LF and ':' included
+            data = encode_raw(frame.command, frame.headers, frame.body,
+                              content_length=len(frame.body) if frame.body else None)
+        else:
+            data = encode(frame, version=self.version)  # type: ignore[arg-type]
+        self.writer.write(data)
         self.last_write = time.monotonic()
 
     def deliver(self, subscription: Subscription, message: Message) -> None:
