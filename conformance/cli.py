@@ -23,6 +23,7 @@ from conformance.profile import ProfileError, load_profile, shipped
 from conformance.report import ReportWriter
 from conformance.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
+from conformance.selftest import coverage, selftest
 from conformance.spec import Level, Party, catalogue
 from conformance.spec.grammar import HEART_BEAT, VERSIONS
 from conformance.transport import BrokerAddress, TlsOptions, parse_broker
@@ -162,6 +163,50 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_HARNESS if Outcome.ERROR in outcomes else EXIT_OK
 
 
+def _coverage(args: argparse.Namespace) -> int:
+    report = coverage(_cases(args))
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        console = Console(highlight=False)
+        for statement, version in report.uncovered:
+            console.print(Text(f"not covered  {statement} [STOMP {version}]", style="yellow"))
+        for orphan in report.orphans:
+            console.print(Text(f"no statement  {orphan}", style="yellow"))
+        console.print(f"{len(report.covered)} of {len(report.covered) + len(report.uncovered)} "
+                      f"observable statement-version pairs covered ({report.rate:.1%}); "
+                      f"{len(report.orphans)} cases name no statement")
+    return EXIT_OK if not report.uncovered and not report.orphans else EXIT_FAILED
+
+
+def _selftest(args: argparse.Namespace) -> int:
+    cases = _cases(args)
+    console = Console(stderr=True, highlight=False)
+    result = asyncio.run(selftest(cases, full=args.full, jobs=args.jobs,
+                                  progress=lambda text: console.print(Text(text, style="dim"))))
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK if result.ok else EXIT_FAILED
+    out = Console(highlight=False)
+    for r in result.not_passing:
+        out.print(Text(f"does not pass on the reference broker: {r.id} [{r.version}] "
+                       f"{r.outcome.value}: {r.message}", style="bold red"))
+    out.print("case x fault kill matrix (faults that make the case fail):")
+    for case_id in sorted({r.id for r in result.clean}):
+        killers = result.killers(case_id)
+        out.print(Text(f"  {case_id}: ", style="bold") +
+                  Text(", ".join(killers) if killers else "SURVIVES every fault",
+                       style="" if killers else "bold red"))
+    for fault in result.idle_faults:
+        out.print(Text(f"fault {fault} makes no case fail", style="bold red"))
+    out.print(f"kill rate {result.kill_rate:.1%} ({len(result.survivors)} surviving cases); "
+              f"{len(result.matrix) - len(result.idle_faults)} of {len(result.matrix)} faults "
+              f"kill at least one case; selftest {'passed' if result.ok else 'FAILED'}")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
 def _broker(args: argparse.Namespace) -> int:
     if args.list_faults:
         for name, (statement, does) in sorted(FAULTS.items()):
@@ -297,6 +342,19 @@ def parser() -> argparse.ArgumentParser:
                         help="break one statement on purpose (repeatable; see --list-faults)")
     broker.add_argument("--list-faults", action="store_true", help="list the faults and exit")
     broker.set_defaults(run=_broker)
+
+    verbs_with_cases.append(("coverage", _coverage, verbs.add_parser(
+        "coverage", help="statements x cases: what the catalogue covers",
+        description="Which observable statements the cases cover, per STOMP version.")))
+    check = verbs.add_parser(
+        "selftest", help="the catalogue against the reference broker and its faults",
+        description="Run the catalogue against the reference broker (every case must pass) "
+                    "and against each of its faults (every case must fail under one).")
+    check.add_argument("--full", action="store_true",
+                       help="every case under every fault (default: the faults each case's "
+                            "fault:NAME tags name)")
+    check.add_argument("--jobs", type=_positive, default=8)
+    verbs_with_cases.append(("selftest", _selftest, check))
 
     for name, run_verb, text in (("list", _list, "list the cases"),
                             ("show", _show, "show a case, its statements' text and its steps")):

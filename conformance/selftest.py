@@ -1,0 +1,157 @@
+"""Proof that the catalogue is right: coverage of the statement catalogue by cases, and the
+self-test against the reference broker and its faults.
+
+A case that passes on every broker proves nothing, so the self-test (a) runs the catalogue
+against the clean reference broker, where every case must pass, and (b) runs cases against
+the broker with each fault switched on, where every case must fail under at least one fault
+and every fault must make at least one case fail. By default each case runs under the
+faults its `fault:NAME` tags name; `full=True` runs every case under every fault (the kill
+matrix).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from conformance.broker import FAULTS, BrokerConfig, embedded
+from conformance.engine import Engine, Target
+from conformance.profile import load_profile
+from conformance.results import CaseResult, Outcome
+from conformance.scenario import Case
+from conformance.spec import catalogue
+from conformance.transport import parse_broker
+
+KILLED = (Outcome.FAILED, Outcome.NON_STRICT)
+CLEAN = (Outcome.PASSED, Outcome.INFORMATIONAL)
+
+
+# -- coverage ---------------------------------------------------------------------------------
+
+@dataclass
+class Coverage:
+    #: (statement id, version) -> ids of the cases that check it at that version
+    covered: dict[tuple[str, str], list[str]]
+    #: observable (statement, version) pairs no case checks
+    uncovered: list[tuple[str, str]]
+    #: cases that name no statement (the schema forbids it; kept as a check)
+    orphans: list[str]
+
+    @property
+    def rate(self) -> float:
+        total = len(self.covered) + len(self.uncovered)
+        return len(self.covered) / total if total else 1.0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "observable_pairs": len(self.covered) + len(self.uncovered),
+            "covered_pairs": len(self.covered), "rate": round(self.rate, 4),
+            "uncovered": [{"statement": s, "version": v} for s, v in self.uncovered],
+            "orphans": self.orphans,
+            "covered": [{"statement": s, "version": v, "cases": c}
+                        for (s, v), c in sorted(self.covered.items())],
+        }
+
+
+def coverage(cases: Iterable[Case]) -> Coverage:
+    chosen = list(cases)
+    covered: dict[tuple[str, str], list[str]] = {}
+    for case in chosen:
+        for statement_id in case.statements:
+            statement = catalogue()[statement_id]
+            for version in case.versions:
+                if version in statement.versions and statement.observable:
+                    covered.setdefault((statement_id, version), []).append(case.id)
+    uncovered: list[tuple[str, str]] = [(s.id, v) for s in catalogue() if s.observable
+                                        for v in s.versions if (s.id, v) not in covered]
+    return Coverage(covered, uncovered, [c.id for c in chosen if not c.statements])
+
+
+# -- self-test --------------------------------------------------------------------------------
+
+@dataclass
+class SelfTest:
+    clean: list[CaseResult]
+    #: fault -> case id -> outcome under that fault
+    matrix: dict[str, dict[str, Outcome]] = field(default_factory=dict)
+
+    @property
+    def not_passing(self) -> list[CaseResult]:
+        return [r for r in self.clean if r.outcome not in CLEAN]
+
+    def killers(self, case_id: str) -> list[str]:
+        return sorted(f for f, row in self.matrix.items() if row.get(case_id) in KILLED)
+
+    @property
+    def survivors(self) -> list[str]:
+        """Cases no fault made fail."""
+        ids = sorted({r.id for r in self.clean})
+        return [c for c in ids if not self.killers(c)]
+
+    @property
+    def idle_faults(self) -> list[str]:
+        """Faults that made no case fail."""
+        return sorted(f for f, row in self.matrix.items()
+                      if not any(o in KILLED for o in row.values()))
+
+    @property
+    def kill_rate(self) -> float:
+        ids = {r.id for r in self.clean}
+        return (len(ids) - len(self.survivors)) / len(ids) if ids else 1.0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.not_passing or self.survivors or self.idle_faults)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ok": self.ok, "kill_rate": round(self.kill_rate, 4),
+            "cases": len({r.id for r in self.clean}), "faults": len(self.matrix),
+            "not_passing": [{"id": r.id, "version": r.version, "outcome": r.outcome.value,
+                             "message": r.message} for r in self.not_passing],
+            "survivors": self.survivors, "idle_faults": self.idle_faults,
+            "matrix": {f: {c: o.value for c, o in sorted(row.items())}
+                       for f, row in sorted(self.matrix.items())},
+        }
+
+
+def planned_faults(case: Case) -> list[str]:
+    return [t.split(":", 1)[1] for t in case.tags if t.startswith("fault:")
+            and t.split(":", 1)[1] in FAULTS]
+
+
+async def _run_against(cases: list[Case], faults: frozenset[str], *, jobs: int,
+                       timeout: float) -> list[CaseResult]:
+    async with embedded(BrokerConfig(port=0, faults=faults)) as broker:
+        target = Target(parse_broker(f"127.0.0.1:{broker.port}"), load_profile("reference"))
+        return await Engine(target, jobs=jobs, case_timeout=timeout).run(cases)
+
+
+async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
+                   timeout: float = 30.0,
+                   progress: Callable[[str], None] = lambda _: None) -> SelfTest:
+    progress(f"the catalogue against the reference broker ({len(cases)} cases)")
+    result = SelfTest(await _run_against(cases, frozenset(), jobs=jobs, timeout=timeout))
+    plan: dict[str, list[Case]] = {}
+    for case in cases:
+        for fault in (FAULTS if full else planned_faults(case)):
+            plan.setdefault(fault, []).append(case)
+    for fault in FAULTS:
+        plan.setdefault(fault, [])
+    slots = asyncio.Semaphore(4)  # brokers with faults at once
+
+    async def one(fault: str, chosen: list[Case]) -> None:
+        async with slots:
+            results = await _run_against(chosen, frozenset({fault}), jobs=jobs,
+                                         timeout=timeout) if chosen else []
+        row: dict[str, Outcome] = {}
+        for r in results:  # a case is killed when any of its versions is
+            if row.get(r.id) not in KILLED:
+                row[r.id] = r.outcome
+        result.matrix[fault] = row
+        progress(f"fault {fault}: {sum(o in KILLED for o in row.values())} of "
+                 f"{len(chosen)} cases killed")
+
+    await asyncio.gather(*(one(f, c) for f, c in sorted(plan.items())))
+    return result
