@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -259,6 +260,49 @@ def _describe_alternative(alternative: dict[str, Any], run: CaseRun) -> str:
     return "close" if "expect_close" in alternative else "nothing"
 
 
+async def step_expect_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
+    """Watch the connection for a while and judge the gaps between the data that arrived
+    (any data counts: "any new data received ... is an indication that the remote end is
+    alive"), from the transcript's timestamps."""
+    conn = run.conn(args)
+    window, every = args.get("within", 3.0), args["every"] / 1000
+    tolerance = args.get("tolerance", 1.5)
+    start = run.clock()
+    await asyncio.sleep(window)
+    end = run.clock()
+    arrivals = [r.t for r in run.transcript
+                if r.conn == conn.name and r.direction == "in" and start <= r.t <= end]
+    kept: list[Event] = []
+    beats = 0
+    while conn.queue:
+        event = conn.queue.popleft()
+        if isinstance(event, Heartbeat):
+            beats += 1
+        else:
+            kept.append(event)
+    conn.queue.extendleft(reversed(kept))
+    if args.get("none"):
+        if beats:
+            raise StepFailed(f"no heart-beat for {window:g} s", f"{beats} heart-beat EOLs")
+        return
+    points = [start, *arrivals, end]
+    silence = max(b - a for a, b in zip(points, points[1:], strict=False))
+    if not beats or silence > every * tolerance:
+        raise StepFailed(f"data at least every {every * 1000:g} ms (x{tolerance:g} tolerance) "
+                         f"for {window:g} s",
+                         f"{beats} heart-beat EOLs, the longest silence {silence * 1000:.0f} ms"
+                         + (f", {conn.closed.reason}" if conn.closed else ""))
+
+
+async def step_send_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    eol = b"\r\n" if args.get("eol") == "CRLF" else b"\n"
+    stop = time.monotonic() + args["within"]
+    while time.monotonic() < stop and conn.closed is None:
+        await conn.send(eol)
+        await asyncio.sleep(args["every"] / 1000)
+
+
 async def step_close(run: CaseRun, args: dict[str, Any]) -> None:
     name = args.get("conn", "main")
     conn = run.connections.get(name)
@@ -274,6 +318,7 @@ STEPS: dict[str, Callable[[CaseRun, Any], Awaitable[None]]] = {
     "open": step_open, "connect": step_connect, "send": step_send, "raw": step_raw,
     "expect": step_expect, "expect_any": step_expect_any, "expect_none": step_expect_none,
     "expect_error_close": step_expect_error_close, "expect_close": step_expect_close,
+    "expect_heartbeats": step_expect_heartbeats, "send_heartbeats": step_send_heartbeats,
     "close": step_close, "sleep": step_sleep,
 }
 

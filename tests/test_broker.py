@@ -393,3 +393,21 @@ def test_the_broker_verb_serves_until_interrupted_and_stops_cleanly() -> None:
     bad = subprocess.run([sys.executable, "-m", "conformance", "broker", "--fault", "nope"],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "unknown fault nope" in bad.stderr
+
+
+def test_heartbeat_steps_see_the_interval_and_keep_a_connection_alive(tmp_path: Path) -> None:
+    steps = """
+        - connect: {headers: {heart-beat: "0,200"}}
+        - expect_heartbeats: {every: 200, within: 1}
+        - connect: {conn: beating, headers: {heart-beat: "100,0"}}
+        - send_heartbeats: {conn: beating, every: 50, within: 0.6, eol: CRLF}
+        - send: {conn: beating, command: SEND, headers: {destination: "${queue}", receipt: alive}}
+        - expect: {conn: beating, command: RECEIPT, headers: {receipt-id: alive}}
+        - expect_error_close: {conn: beating, within: 2, headers: {message: {regex: ".*heart-beat.*"}}}
+        - connect: {conn: quiet, headers: {heart-beat: "0,0"}}
+        - expect_heartbeats: {conn: quiet, every: 200, within: 0.6, none: true}
+    """
+    passes(tmp_path, steps, heartbeat=(100, 100))
+    with broker(heartbeat=(100, 100), faults=frozenset({"no-heartbeats"})) as port:
+        (result,) = run_cases(tmp_path, port, case(steps))
+    assert result.outcome == Outcome.FAILED and "0 heart-beat EOLs" in result.observed

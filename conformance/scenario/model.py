@@ -14,7 +14,8 @@ BUILTIN_VARIABLES = frozenset({
 
 #: Step kinds, in the order the schema lists them.
 STEP_KINDS = ("open", "connect", "send", "raw", "expect", "expect_any", "expect_none",
-              "expect_error_close", "expect_close", "close", "sleep")
+              "expect_error_close", "expect_close", "expect_heartbeats", "send_heartbeats",
+              "close", "sleep")
 
 
 @dataclass(frozen=True, slots=True)
