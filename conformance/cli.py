@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import signal
 import sys
@@ -70,8 +71,10 @@ def _cases(args: argparse.Namespace) -> list[Case]:
             continue
         if args.level and args.level.lower() != case.level:
             continue
-        if args.stomp_version and args.stomp_version not in case.versions:
-            continue
+        if args.stomp_version:  # run the case at that version only
+            if args.stomp_version not in case.versions:
+                continue
+            case = dataclasses.replace(case, versions=(args.stomp_version,))
         if args.k and args.k not in case.id:
             continue
         chosen.append(case)

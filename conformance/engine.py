@@ -114,8 +114,8 @@ class CaseRun:
     def clock(self) -> float:
         return time.monotonic() - self.started
 
-    def substitute(self, text: str) -> str:
-        return VARIABLE.sub(lambda m: self.variables.get(m.group(1), m.group(0)), text)
+    def substitute(self, text: str, quote: Callable[[str], str] = str) -> str:
+        return VARIABLE.sub(lambda m: quote(self.variables.get(m.group(1), m.group(0))), text)
 
     def headers(self, given: Any) -> list[tuple[str, str]]:
         pairs = given.items() if isinstance(given, dict) else (given or [])

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from conformance.broker import FAULTS, BrokerConfig, embedded
 from conformance.engine import Engine, Target
 from conformance.profile import load_profile
-from conformance.results import CaseResult, Outcome
+from conformance.results import SEVERITY, CaseResult, Outcome, worst
 from conformance.scenario import Case
 from conformance.spec import catalogue
 from conformance.transport import parse_broker
 
-KILLED = (Outcome.FAILED, Outcome.NON_STRICT)
 CLEAN = (Outcome.PASSED, Outcome.INFORMATIONAL)
 
 
@@ -80,8 +79,16 @@ class SelfTest:
     def not_passing(self) -> list[CaseResult]:
         return [r for r in self.clean if r.outcome not in CLEAN]
 
+    def killed(self, case_id: str, outcome: Outcome | None) -> bool:
+        """A fault kills a case when the case grades it worse than the clean broker (an
+        error is the harness's trouble, not a kill)."""
+        clean = worst(*(r.outcome for r in self.clean if r.id == case_id))
+        return outcome is not None and outcome != Outcome.ERROR and \
+            SEVERITY[outcome] > SEVERITY[clean]
+
     def killers(self, case_id: str) -> list[str]:
-        return sorted(f for f, row in self.matrix.items() if row.get(case_id) in KILLED)
+        return sorted(f for f, row in self.matrix.items()
+                      if self.killed(case_id, row.get(case_id)))
 
     @property
     def survivors(self) -> list[str]:
@@ -93,7 +100,7 @@ class SelfTest:
     def idle_faults(self) -> list[str]:
         """Faults that made no case fail."""
         return sorted(f for f, row in self.matrix.items()
-                      if not any(o in KILLED for o in row.values()))
+                      if not any(self.killed(c, o) for c, o in row.items()))
 
     @property
     def kill_rate(self) -> float:
@@ -146,11 +153,10 @@ async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
             results = await _run_against(chosen, frozenset({fault}), jobs=jobs,
                                          timeout=timeout) if chosen else []
         row: dict[str, Outcome] = {}
-        for r in results:  # a case is killed when any of its versions is
-            if row.get(r.id) not in KILLED:
-                row[r.id] = r.outcome
+        for r in results:  # a case is as bad as its worst version
+            row[r.id] = worst(row.get(r.id, Outcome.PASSED), r.outcome)
         result.matrix[fault] = row
-        progress(f"fault {fault}: {sum(o in KILLED for o in row.values())} of "
+        progress(f"fault {fault}: {sum(result.killed(c, o) for c, o in row.items())} of "
                  f"{len(chosen)} cases killed")
 
     await asyncio.gather(*(one(f, c) for f, c in sorted(plan.items())))

@@ -55,13 +55,14 @@ def _matches(matcher: Any, value: str | None, run: CaseRun) -> bool:
     if "absent" in matcher:
         return value is None
     if "present" in matcher:
-        return bool(value) == bool(matcher["present"])
+        return (value is not None) == bool(matcher["present"])
     if value is None:
         return False
     if "equals" in matcher:
         return value == run.substitute(str(matcher["equals"]))
-    if "regex" in matcher:
-        return re.fullmatch(run.substitute(matcher["regex"]), value, re.DOTALL) is not None
+    if "regex" in matcher:  # captured values are matched literally
+        pattern = run.substitute(matcher["regex"], quote=re.escape)
+        return re.fullmatch(pattern, value, re.DOTALL) is not None
     low, high = matcher["range"]
     return value.isascii() and value.isdigit() and low <= int(value) <= high
 

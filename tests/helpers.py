@@ -57,7 +57,7 @@ def bytewise(data: bytes) -> list[bytes]:
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`stomp-conformance ARGS` in a child process (with `env` added to the environment)."""
     return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **(env or {})})
+                          text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
 HEAD = """\

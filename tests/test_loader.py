@@ -69,6 +69,8 @@ def test_a_valid_file_loads_with_levels_and_lines(tmp_path: Path) -> None:
     (GOOD.replace("${queue}", "${nowhere}"), 9, "unknown variable ${nowhere}"),
     (GOOD.replace("  title: An undefined escape gets ERROR then close\n", ""), 1, "'title'"),
     ("", None, "empty file"),
+    (GOOD.replace("    - raw:", "    - expect: {headers: {x: {regex: '\\\\Qa('}}}\n    - raw:"), 8,
+     "bad regex"),
 ])
 def test_broken_files_name_file_and_line(tmp_path: Path, text: str, line: int | None,
                                          words: str) -> None:

@@ -53,3 +53,13 @@ def test_selftest_finds_killers_survivors_and_idle_faults(tmp_path: Path) -> Non
     assert done.returncode == 1
     assert "t.ack: no-ack-header" in done.stdout
     assert "t.receipt: SURVIVES every fault" in done.stdout and "kill rate 50.0%" in done.stdout
+
+
+def test_the_shipped_catalogue_passes_the_selftest() -> None:
+    """Every case passes on the reference broker, fails under a fault its tags name, and
+    every fault makes some case fail."""
+    done = cli("selftest", "--json")
+    report = json.loads(done.stdout)
+    assert report["not_passing"] == [] and report["survivors"] == []
+    assert report["idle_faults"] == [] and report["kill_rate"] == 1.0
+    assert done.returncode == 0

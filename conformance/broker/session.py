@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 
 from conformance import __version__
 from conformance.broker.store import Message, QueueFull, Subscription
-from conformance.codec import Frame, Heartbeat, Parser, StompError, encode, encode_raw
+from conformance.codec import (
+    Frame,
+    Heartbeat,
+    LocalProtocolError,
+    Parser,
+    StompError,
+    encode,
+    encode_raw,
+    unescape,
+)
 from conformance.spec.grammar import ACK_MODES, CLIENT_COMMANDS, HEART_BEAT, parse_accept_version
 
 if TYPE_CHECKING:
@@ -58,11 +67,23 @@ class Session:
     def write(self, frame: Frame) -> None:
         if self.closing:
             return
-        if "no-escaping" in self.faults:  # headers as they are, LF and ':' included
-            data = encode_raw(frame.command, frame.headers, frame.body,
-                              content_length=len(frame.body) if frame.body else None)
-        else:
-            data = encode(frame, version=self.version)  # type: ignore[arg-type]
+        faults = self.faults
+        version = "1.2" if "escape-v10" in faults else self.version
+        no_length = "no-content-length" in faults and frame.command == "MESSAGE"
+        try:
+            if "no-escaping" in faults:
+                raise LocalProtocolError("headers written as they are")
+            data = encode(frame, version=version,  # type: ignore[arg-type]
+                          content_length=False if no_length else None)
+        except LocalProtocolError:
+            if not faults:  # a 1.0 subscriber of a header it cannot carry: leave it out
+                frame.headers = [(k, v) for k, v in frame.headers
+                                 if "\n" not in k + v and ":" not in k]
+                data = encode(frame, version=version)  # type: ignore[arg-type]
+            else:  # a fault asked for what the encoder refuses: write it as it is
+                data = encode_raw(frame.command, frame.headers, frame.body,
+                                  content_length=len(frame.body) if frame.body and not no_length
+                                  else None)
         self.writer.write(data)
         self.last_write = time.monotonic()
 
@@ -229,10 +250,19 @@ class Session:
 
     async def handle(self, event: Frame | Heartbeat) -> None:
         if isinstance(event, Heartbeat):
+            if event.eol == b"\r\n" and "crlf-heartbeat-refused" in self.faults:
+                await self.error("CR LF is not an EOL")
             return
         frame = event
-        if "trim-headers" in self.faults:
+        faults = self.faults
+        if "trim-headers" in faults:
             frame.headers = [(k.strip(), v.strip()) for k, v in frame.headers]
+        if "last-header-wins" in faults:
+            frame.headers.reverse()
+        if ("refuse-body-v10" in faults and self.version == "1.0" and frame.body
+                and frame.command != "SEND"):
+            await self.error(f"a {frame.command} frame must not have a body", frame)
+            return
         problems = [v for v in frame.violations
                     if not ("accept-undefined-escape" in self.faults
                             and v.statement.startswith("value-encoding.undefined-escape"))
@@ -276,7 +306,17 @@ class Session:
         if frame.command == "STOMP" and "ignore-stomp-frame" in self.faults:
             await self.error("unknown command 'STOMP'", frame)
             return
-        offered = parse_accept_version(frame.get("accept-version"))
+        if "unescape-connect" in self.faults:
+            try:
+                frame.headers = [(unescape(k, "1.2"), unescape(v, "1.2"))
+                                 for k, v in frame.headers]
+            except StompError as problem:
+                await self.error(f"malformed CONNECT: {problem.message}", frame)
+                return
+        accept = frame.get("accept-version")
+        if accept is None and "no-1-0-fallback" in self.faults:
+            accept = "1.2"
+        offered = parse_accept_version(accept)
         common = [v for v in self.config.versions if v in offered]
         if not common and "accept-any-version" not in self.faults:
             self.version = "1.2"
@@ -289,7 +329,8 @@ class Session:
         version = (common[0] if "wrong-version" in self.faults else common[-1]) if common \
             else "1.2"
         self.version = version
-        self.parser.version = version  # type: ignore[assignment]
+        # no-unescaping: a 1.0 parser leaves escapes in header values as they came
+        self.parser.version = "1.0" if "no-unescaping" in self.faults else version  # type: ignore[assignment]
         host = frame.get("host")
         if version != "1.0" and host is None:
             await self.error(f"CONNECT without the host header STOMP {version} requires",
@@ -308,12 +349,20 @@ class Session:
             await self._negotiate_heartbeats(frame, headers)
             if self.closing:
                 return
-        headers += [("session", self.id), ("server", f"stomp-conformance/{__version__}")]
+        server = "/0.1 x" if "bad-server-header" in self.faults \
+            else f"stomp-conformance/{__version__}"
+        headers += [("session", self.id), ("server", server)]
+        if version == "1.0" and "heartbeat-in-1-0" in self.faults:
+            headers.append(("heart-beat", "0,0"))
         self.connected = True
         self.write(Frame("CONNECTED", headers))
+        receipt = frame.get("receipt")
+        if receipt is not None and "receipt-for-connect" in self.faults:
+            self.write(Frame("RECEIPT", [("receipt-id", receipt)]))
 
     async def _negotiate_heartbeats(self, frame: Frame, headers: list[tuple[str, str]]) -> None:
-        value = frame.get("heart-beat", "0,0") or "0,0"
+        default = "1000,0" if "missing-heartbeat-header-default" in self.faults else "0,0"
+        value = frame.get("heart-beat", default) or default
         match = HEART_BEAT.match(value)
         if match is None:
             await self.error(f"heart-beat {value[:40]!r} is not two integers", frame)
@@ -327,7 +376,8 @@ class Session:
             if "no-heartbeats" not in self.faults:
                 self._tasks.append(asyncio.get_running_loop().create_task(self._heartbeats()))
         if cx and sy:
-            self.expect_every = max(cx, sy) / 1000
+            self.expect_every = (sy if "heartbeat-ignores-client-interval" in self.faults
+                                 else max(cx, sy)) / 1000
 
     # -- the frames of a connected session ---------------------------------------------------
 

@@ -33,9 +33,9 @@ def unescape(text: str, version: Version, *, offset: int | None = None) -> str:
         decoded = table.get(match.group(1))
         if decoded is None:
             at = None if offset is None else offset + len(text[: match.start()].encode())
-            shown = "\\" + match.group(1) if match.group(1) else "a lone '\\' at the end"
+            shown = f"'\\{match.group(1)}'" if match.group(1) else "a lone '\\' at the end"
             raise EscapeError(
-                f"undefined escape sequence {shown!r} in a STOMP {version} header",
+                f"undefined escape sequence {shown} in a STOMP {version} header",
                 statement=statement_id("value-encoding.undefined-escape-fatal", version),
                 offset=at,
             )

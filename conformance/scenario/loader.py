@@ -114,6 +114,12 @@ def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int])
                     raise CaseLoadError(file, _line(lines, path),
                                         f"unknown variable ${{{name}}} (defined here: "
                                         f"{', '.join(sorted(defined))})")
+            if path[-1] == "regex":
+                try:
+                    re.compile(VARIABLE.sub("x", text))
+                except re.error as error:
+                    raise CaseLoadError(file, _line(lines, path),
+                                        f"bad regex {text!r}: {error}") from None
         defined |= set(_captures(kind, args))
         steps.append(Step(kind, {} if args is None else args, _line(lines, step_at) or 0))
     return Case(id=entry["id"], title=entry["title"], statements=tuple(entry["statements"]),
