@@ -56,13 +56,14 @@ class Session:
         self.last_write = time.monotonic()
         self._tasks: list[asyncio.Task[None]] = []
         self._pumping = False
+        self._out: list[bytes] = []
+        self._out_bytes = 0
 
     # -- writing ----------------------------------------------------------------------------
 
     def has_room(self) -> bool:
-        transport = self.writer.transport
-        return not self.closing and \
-            transport.get_write_buffer_size() < self.config.write_high_water
+        return not self.closing and self.writer.transport.get_write_buffer_size() + \
+            self._out_bytes < self.config.write_high_water
 
     def write(self, frame: Frame) -> None:
         if self.closing:
@@ -84,14 +85,23 @@ class Session:
                 data = encode_raw(frame.command, frame.headers, frame.body,
                                   content_length=len(frame.body) if frame.body and not no_length
                                   else None)
-        self.writer.write(data)
+        # Frames written in one pass of the event loop go out in one send.
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(data)
+        self._out_bytes += len(data)
         self.last_write = time.monotonic()
+
+    def _flush(self) -> None:
+        if self._out:
+            data = b"".join(self._out)
+            self._out.clear()
+            self._out_bytes = 0
+            if not self.writer.is_closing():
+                self.writer.write(data)
 
     def deliver(self, subscription: Subscription, message: Message) -> None:
         if self.closing:
-            return
-        if not subscription.has_room():  # only a topic delivers without asking first
-            self.slow(subscription)
             return
         headers = [("subscription", subscription.id), ("message-id", message.id),
                    ("destination", message.destination)]
@@ -132,9 +142,10 @@ class Session:
                                                f"{subscription.id!r} fell too far behind"),
                                    ("content-type", "text/plain")], b"slow consumer"))
         self.closing = True
+        self._flush()
         self.writer.close()
 
-    async def error(self, message: str, frame: Frame | None = None, detail: str = "") -> None:
+    def error(self, message: str, frame: Frame | None = None, detail: str = "") -> None:
         """ERROR, then close (unless the error-without-close fault is on)."""
         headers = [] if "error-without-message" in self.faults else [("message", message)]
         receipt = frame.get("receipt") if frame is not None else None
@@ -155,6 +166,7 @@ class Session:
             pass
         finally:
             self.end()
+            self._flush()
             try:
                 await self.writer.drain()
             except (ConnectionError, OSError, asyncio.CancelledError):
@@ -178,20 +190,20 @@ class Session:
                 events = self.parser.feed(data)
             except StompError as problem:
                 for event in getattr(problem, "events", []):
-                    await self.handle(event)
+                    self.handle(event)
                     if self.closing:
                         return
-                await self.error(f"frame refused: {problem.message}",
+                self.error(f"frame refused: {problem.message}",
                                  detail=str(problem))
                 return
             for event in events:
-                await self.handle(event)
+                self.handle(event)
                 if self.closing:
                     break
             frame_started = (frame_started or time.monotonic()) if self.parser.buffered else None
             await self.writer.drain()
             if not self.connected and time.monotonic() - started > config.connect_timeout:
-                await self.error("no CONNECT frame in time")
+                self.error("no CONNECT frame in time")
 
     def _read_timeout(self, started: float, frame_started: float | None) -> float:
         config = self.config
@@ -206,15 +218,15 @@ class Session:
     async def _timed_out(self, started: float, frame_started: float | None) -> None:
         now = time.monotonic()
         if not self.connected and now - started >= self.config.connect_timeout:
-            await self.error("no CONNECT frame in time")
+            self.error("no CONNECT frame in time")
         elif frame_started and now - frame_started >= self.config.frame_timeout:
-            await self.error(f"a frame took longer than {self.config.frame_timeout:g} s "
+            self.error(f"a frame took longer than {self.config.frame_timeout:g} s "
                              "to arrive")
         elif self.expect_every:
-            await self.error(f"no data for {self.expect_every * self.config.heartbeat_tolerance:g}"
+            self.error(f"no data for {self.expect_every * self.config.heartbeat_tolerance:g}"
                              " s: the heart-beat was missed")
         else:
-            await self.error("connection idle for too long")
+            self.error("connection idle for too long")
         try:
             await self.writer.drain()
         except (ConnectionError, OSError):
@@ -248,10 +260,10 @@ class Session:
 
     # -- frames ---------------------------------------------------------------------------
 
-    async def handle(self, event: Frame | Heartbeat) -> None:
+    def handle(self, event: Frame | Heartbeat) -> None:
         if isinstance(event, Heartbeat):
             if event.eol == b"\r\n" and "crlf-heartbeat-refused" in self.faults:
-                await self.error("CR LF is not an EOL")
+                self.error("CR LF is not an EOL")
             return
         frame = event
         faults = self.faults
@@ -261,7 +273,7 @@ class Session:
             frame.headers.reverse()
         if ("refuse-body-v10" in faults and self.version == "1.0" and frame.body
                 and frame.command != "SEND"):
-            await self.error(f"a {frame.command} frame must not have a body", frame)
+            self.error(f"a {frame.command} frame must not have a body", frame)
             return
         problems = [v for v in frame.violations
                     if not ("accept-undefined-escape" in self.faults
@@ -269,27 +281,27 @@ class Session:
                     and not ("accept-body-on-subscribe" in self.faults
                              and v.statement == "body.forbidden-frames")]
         if problems:
-            await self.error(f"malformed frame: {problems[0].message}", frame,
+            self.error(f"malformed frame: {problems[0].message}", frame,
                              "\n".join(str(p) for p in problems))
             return
         command = frame.command
         if command in ("CONNECT", "STOMP"):
-            await self.connect(frame)
+            self.connect(frame)
             return
         if not self.connected and "accept-frames-before-connect" not in self.faults:
-            await self.error(f"{command} before CONNECT", frame)
+            self.error(f"{command} before CONNECT", frame)
             return
         handler = HANDLERS.get(command) if command in CLIENT_COMMANDS else None
         if handler is None:
-            await self.error(f"unknown command {command[:40]!r}", frame)
+            self.error(f"unknown command {command[:40]!r}", frame)
             return
         try:
             handler(self, frame)
         except Refused as refused:
-            await self.error(str(refused), frame)
+            self.error(str(refused), frame)
             return
         except QueueFull as full:
-            await self.error(str(full), frame)
+            self.error(str(full), frame)
             return
         receipt = frame.get("receipt")
         if receipt is not None and "drop-receipts" not in self.faults:
@@ -299,19 +311,19 @@ class Session:
         if command == "DISCONNECT":
             self.closing = True
 
-    async def connect(self, frame: Frame) -> None:
+    def connect(self, frame: Frame) -> None:
         if self.connected:
-            await self.error("a second CONNECT on one connection", frame)
+            self.error("a second CONNECT on one connection", frame)
             return
         if frame.command == "STOMP" and "ignore-stomp-frame" in self.faults:
-            await self.error("unknown command 'STOMP'", frame)
+            self.error("unknown command 'STOMP'", frame)
             return
         if "unescape-connect" in self.faults:
             try:
                 frame.headers = [(unescape(k, "1.2"), unescape(v, "1.2"))
                                  for k, v in frame.headers]
             except StompError as problem:
-                await self.error(f"malformed CONNECT: {problem.message}", frame)
+                self.error(f"malformed CONNECT: {problem.message}", frame)
                 return
         accept = frame.get("accept-version")
         if accept is None and "no-1-0-fallback" in self.faults:
@@ -333,20 +345,20 @@ class Session:
         self.parser.version = "1.0" if "no-unescaping" in self.faults else version  # type: ignore[assignment]
         host = frame.get("host")
         if version != "1.0" and host is None:
-            await self.error(f"CONNECT without the host header STOMP {version} requires",
+            self.error(f"CONNECT without the host header STOMP {version} requires",
                              frame)
             return
         if self.config.vhosts is not None and host not in self.config.vhosts:
-            await self.error(f"unknown virtual host {host!r}", frame)
+            self.error(f"unknown virtual host {host!r}", frame)
             return
         users = self.config.users
         if users is not None and users.get(frame.get("login") or "") != frame.get("passcode"):
-            await self.error("access refused: unknown login or wrong passcode", frame)
+            self.error("access refused: unknown login or wrong passcode", frame)
             return
         headers = [("version", version)] if version != "1.0" and \
             "no-version-header" not in self.faults else []
         if version != "1.0":
-            await self._negotiate_heartbeats(frame, headers)
+            self._negotiate_heartbeats(frame, headers)
             if self.closing:
                 return
         server = "/0.1 x" if "bad-server-header" in self.faults \
@@ -360,12 +372,12 @@ class Session:
         if receipt is not None and "receipt-for-connect" in self.faults:
             self.write(Frame("RECEIPT", [("receipt-id", receipt)]))
 
-    async def _negotiate_heartbeats(self, frame: Frame, headers: list[tuple[str, str]]) -> None:
+    def _negotiate_heartbeats(self, frame: Frame, headers: list[tuple[str, str]]) -> None:
         default = "1000,0" if "missing-heartbeat-header-default" in self.faults else "0,0"
         value = frame.get("heart-beat", default) or default
         match = HEART_BEAT.match(value)
         if match is None:
-            await self.error(f"heart-beat {value[:40]!r} is not two integers", frame)
+            self.error(f"heart-beat {value[:40]!r} is not two integers", frame)
             return
         cx, cy = int(match.group(1)), int(match.group(2))
         sx, sy = self.config.heartbeat

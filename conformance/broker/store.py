@@ -24,10 +24,11 @@ class Message:
     headers: list[tuple[str, str]]
     body: bytes
     redelivered: bool = False
+    #: what the message costs a queue, worked out once
+    size: int = 0
 
-    @property
-    def size(self) -> int:
-        return len(self.body) + sum(len(k) + len(v) for k, v in self.headers) + 64
+    def __post_init__(self) -> None:
+        self.size = len(self.body) + sum(len(k) + len(v) for k, v in self.headers) + 64
 
 
 class Consumer(Protocol):
@@ -36,6 +37,8 @@ class Consumer(Protocol):
     def has_room(self) -> bool: ...
 
     def deliver(self, subscription: Subscription, message: Message) -> None: ...
+
+    def slow(self, subscription: Subscription) -> None: ...
 
 
 @dataclass(eq=False)
@@ -67,9 +70,12 @@ class Destination:
         self._turn = 0
 
     def send(self, message: Message) -> None:
-        if self.topic:
+        if self.topic:  # a topic does not wait: a subscriber without room is too slow
             for subscription in list(self.subscriptions):
-                subscription.consumer.deliver(subscription, message)
+                if subscription.has_room():
+                    subscription.consumer.deliver(subscription, message)
+                else:
+                    subscription.consumer.slow(subscription)
             return
         if self.bytes + message.size > self.max_bytes:
             raise QueueFull(f"queue {self.name} holds {self.bytes} octets, its limit is "
