@@ -198,6 +198,9 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
         error = str(problem)
     except TimeoutError:
         error = f"the case did not finish within its timeout of {case.timeout or timeout:g} s"
+    except Exception as problem:  # a harness bug: one case's error, not the run's end
+        error = f"harness error in step at line {run.step.line if run.step else 0}: " \
+                f"{type(problem).__name__}: {problem}"
     finally:
         await run.close()
     step = run.step
