@@ -441,14 +441,19 @@ class Session:
 
     def unsubscribe(self, frame: Frame) -> None:
         sub_id = frame.get("id")
-        if sub_id is None and self.version == "1.0":
-            sub_id = frame.get("destination")
-        if sub_id is None:
+        if sub_id is None and self.version == "1.0":  # 1.0 may name the destination instead
+            destination = self._required(frame, "destination")
+            chosen = [k for k, v in self.subscriptions.items() if v.destination == destination]
+            if not chosen:
+                raise Refused(f"no subscription to {destination[:60]!r} on this connection")
+        elif sub_id is None:
             raise Refused("UNSUBSCRIBE without the required 'id' header")
-        subscription = self.subscriptions.pop(sub_id, None)
-        if subscription is None:
+        elif sub_id not in self.subscriptions:
             raise Refused(f"no subscription {sub_id!r} on this connection")
-        self.broker.store.unsubscribe(subscription)
+        else:
+            chosen = [sub_id]
+        for key in chosen:
+            self.broker.store.unsubscribe(self.subscriptions.pop(key))
 
     def _find_ack(self, frame: Frame) -> tuple[Subscription, str]:
         """The subscription and ack id an ACK or NACK names, per version."""
