@@ -63,3 +63,9 @@ def test_the_shipped_catalogue_passes_the_selftest() -> None:
     assert report["not_passing"] == [] and report["survivors"] == []
     assert report["idle_faults"] == [] and report["kill_rate"] == 1.0
     assert done.returncode == 0
+
+
+def test_the_shipped_catalogue_covers_every_observable_statement() -> None:
+    done = cli("coverage", "--json")
+    report = json.loads(done.stdout)
+    assert report["uncovered"] == [] and report["orphans"] == [] and done.returncode == 0

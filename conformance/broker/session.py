@@ -70,7 +70,9 @@ class Session:
             return
         faults = self.faults
         version = "1.2" if "escape-v10" in faults else self.version
-        no_length = "no-content-length" in faults and frame.command == "MESSAGE"
+        no_length = frame.command == ("MESSAGE" if "no-content-length" in faults else
+                                      "ERROR" if "error-without-content-headers" in faults
+                                      else None)
         try:
             if "no-escaping" in faults:
                 raise LocalProtocolError("headers written as they are")
@@ -151,7 +153,8 @@ class Session:
         receipt = frame.get("receipt") if frame is not None else None
         if receipt is not None and "no-receipt-id-on-error" not in self.faults:
             headers.append(("receipt-id", receipt))
-        headers.append(("content-type", "text/plain"))
+        if "error-without-content-headers" not in self.faults:
+            headers.append(("content-type", "text/plain"))
         body = (detail or message).encode()
         self.write(Frame("ERROR", headers, body))
         if "error-without-close" not in self.faults:
@@ -193,8 +196,13 @@ class Session:
                     self.handle(event)
                     if self.closing:
                         return
-                self.error(f"frame refused: {problem.message}",
-                                 detail=str(problem))
+                if "limit-close-without-error" in self.faults:
+                    return
+                self.error(f"frame refused: {problem.message}", detail=str(problem))
+                if not self.closing:  # error-without-close: read on, from a fresh parser
+                    self.parser = Parser(version=self.parser.version, strict=False,
+                                         limits=self.config.limits)
+                    continue
                 return
             for event in events:
                 self.handle(event)
