@@ -4,6 +4,7 @@ not met raises `StepFailed` with what was expected and what the broker did."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -304,6 +305,69 @@ async def step_send_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
         await asyncio.sleep(args["every"] / 1000)
 
 
+def _probe_frame(what: str, size: int, destination: str, receipt: str) -> bytes:
+    headers: list[tuple[str, str] | bytes] = [("destination", destination), ("receipt", receipt)]
+    body = b""
+    if what == "headers":
+        headers += [(f"x-{i}", "v") for i in range(size)]
+    elif what == "header-line":
+        headers.append(("x-long", "v" * size))
+    else:
+        body = b"b" * size
+    return encode_raw("SEND", headers, body, content_length=len(body) if body else None)
+
+
+async def step_probe_limit(run: CaseRun, args: dict[str, Any]) -> None:
+    """Grow one dimension of a SEND until the broker refuses it, then bisect to within a
+    tenth: ERROR then close is the expected refusal ("If these limits are exceeded the
+    server SHOULD send the client an ERROR frame and then close the connection")."""
+    what, within = args["what"], args.get("within", DEFAULT_WITHIN)
+    size, top = args.get("start", 64), args.get("max", 4 << 20)
+    unit = "headers" if what == "headers" else "octets"
+    accepted, refused, how = 0, 0, ""  # the largest accepted, the smallest refused
+    for probe in itertools.count(1):
+        refusal = await _probe(run, f"probe-{what}-{probe}", _probe_frame(
+            what, size, run.variables["queue"], f"p{probe}"), f"{size} {unit}", within)
+        if refusal is None:
+            accepted = size
+        else:
+            refused, how = size, refusal
+        if not refused:
+            if size >= top:
+                run.grade(Outcome.INFORMATIONAL, f"{what}: accepted up to {size} {unit}, "
+                          "no limit found")
+                return
+            size = min(size * 2, top)
+        elif refused - accepted <= max(accepted // 10, 1):
+            break
+        else:
+            size = (accepted + refused) // 2
+    grade = Outcome.PASSED if how == "ERROR then close" else Outcome.NON_STRICT
+    run.grade(grade, f"{what} limit: {accepted} {unit} accepted, {refused} refused with {how}")
+
+
+async def _probe(run: CaseRun, name: str, data: bytes, what: str, within: float) -> str | None:
+    """Send one probe on a fresh connection: None if accepted, else how it was refused."""
+    conn = await run.open(name)
+    await step_connect(run, {"conn": name})
+    await conn.send(data)
+    event = await conn.next_event(within)
+    after = await conn.next_event(within) if isinstance(event, Frame) and \
+        event.command == "ERROR" else None
+    if isinstance(event, Frame):
+        run.judge(conn, event)
+    await conn.close()
+    if isinstance(event, Frame) and event.command == "RECEIPT":
+        return None
+    if isinstance(event, Frame) and event.command == "ERROR":
+        return "ERROR then close" if isinstance(after, Closed) else \
+            "ERROR, the connection left open"
+    if isinstance(event, Closed):
+        return f"a close without ERROR ({event.reason})"
+    raise StepFailed(f"a RECEIPT, or ERROR then close, for a SEND with {what}",
+                     describe(event, within))
+
+
 async def step_close(run: CaseRun, args: dict[str, Any]) -> None:
     name = args.get("conn", "main")
     conn = run.connections.get(name)
@@ -320,6 +384,7 @@ STEPS: dict[str, Callable[[CaseRun, Any], Awaitable[None]]] = {
     "expect": step_expect, "expect_any": step_expect_any, "expect_none": step_expect_none,
     "expect_error_close": step_expect_error_close, "expect_close": step_expect_close,
     "expect_heartbeats": step_expect_heartbeats, "send_heartbeats": step_send_heartbeats,
+    "probe_limit": step_probe_limit,
     "close": step_close, "sleep": step_sleep,
 }
 

@@ -126,3 +126,9 @@ def test_a_broken_case_file_exits_2_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == f"stomp-conformance: {path}:3: unknown statement 'x.y' " \
         "(see `stomp-conformance spec`)"
+
+
+def test_every_step_kind_of_the_schema_has_an_interpreter() -> None:
+    from conformance.scenario.loader import schema
+    from conformance.steps import STEPS
+    assert set(schema()["$defs"]["step"]["properties"]) == set(STEPS)

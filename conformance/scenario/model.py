@@ -12,12 +12,6 @@ BUILTIN_VARIABLES = frozenset({
     "queue", "queue2", "topic", "topic2", "id", "host", "login", "passcode", "version",
 })
 
-#: Step kinds, in the order the schema lists them.
-STEP_KINDS = ("open", "connect", "send", "raw", "expect", "expect_any", "expect_none",
-              "expect_error_close", "expect_close", "expect_heartbeats", "send_heartbeats",
-              "close", "sleep")
-
-
 @dataclass(frozen=True, slots=True)
 class Step:
     kind: str
