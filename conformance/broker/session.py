@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from conformance import __version__
 from conformance.broker.store import Message, QueueFull, Subscription
@@ -54,7 +54,7 @@ class Session:
         self.send_every = 0.0  # seconds between our heart-beats, 0: none
         self.expect_every = 0.0  # the client's
         self.last_write = time.monotonic()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: set[asyncio.Task[None]] = set()  # running: cancelled when the session ends
         self._pumping = False
         self._out: list[bytes] = []
         self._out_bytes = 0
@@ -126,7 +126,12 @@ class Session:
         self.write(Frame("MESSAGE", headers, message.body))
         if not self.has_room() and not self._pumping:
             self._pumping = True
-            self._tasks.append(asyncio.get_running_loop().create_task(self._pump()))
+            self._start(self._pump())
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _pump(self) -> None:
         """Once the client has read what was written, give its queues another turn."""
@@ -253,7 +258,7 @@ class Session:
     def end(self) -> None:
         """The connection is over: abort transactions, give back unacknowledged messages."""
         self.closing = True
-        for task in self._tasks:
+        for task in list(self._tasks):
             task.cancel()
         if "no-implicit-abort" in self.faults:
             for actions in self.transactions.values():
@@ -269,34 +274,25 @@ class Session:
     # -- frames ---------------------------------------------------------------------------
 
     def handle(self, event: Frame | Heartbeat) -> None:
+        faults = self.faults
         if isinstance(event, Heartbeat):
-            if event.eol == b"\r\n" and "crlf-heartbeat-refused" in self.faults:
+            if event.eol == b"\r\n" and "crlf-heartbeat-refused" in faults:
                 self.error("CR LF is not an EOL")
             return
         frame = event
-        faults = self.faults
-        if "trim-headers" in faults:
-            frame.headers = [(k.strip(), v.strip()) for k, v in frame.headers]
-        if "last-header-wins" in faults:
-            frame.headers.reverse()
-        if ("refuse-body-v10" in faults and self.version == "1.0" and frame.body
-                and frame.command != "SEND"):
-            self.error(f"a {frame.command} frame must not have a body", frame)
+        if faults and self._fault_first(frame):
             return
-        problems = [v for v in frame.violations
-                    if not ("accept-undefined-escape" in self.faults
-                            and v.statement.startswith("value-encoding.undefined-escape"))
-                    and not ("accept-body-on-subscribe" in self.faults
-                             and v.statement == "body.forbidden-frames")]
-        if problems:
-            self.error(f"malformed frame: {problems[0].message}", frame,
-                             "\n".join(str(p) for p in problems))
-            return
+        if frame.violations:
+            problems = [v for v in frame.violations if not self._excused(v.statement)]
+            if problems:
+                self.error(f"malformed frame: {problems[0].message}", frame,
+                           "\n".join(str(p) for p in problems))
+                return
         command = frame.command
         if command in ("CONNECT", "STOMP"):
             self.connect(frame)
             return
-        if not self.connected and "accept-frames-before-connect" not in self.faults:
+        if not self.connected and "accept-frames-before-connect" not in faults:
             self.error(f"{command} before CONNECT", frame)
             return
         handler = HANDLERS.get(command) if command in CLIENT_COMMANDS else None
@@ -305,19 +301,35 @@ class Session:
             return
         try:
             handler(self, frame)
-        except Refused as refused:
+        except (Refused, QueueFull) as refused:
             self.error(str(refused), frame)
             return
-        except QueueFull as full:
-            self.error(str(full), frame)
-            return
         receipt = frame.get("receipt")
-        if receipt is not None and "drop-receipts" not in self.faults:
-            value = receipt + "-x" if "wrong-receipt-id" in self.faults else receipt
-            body = b"receipt" if "body-on-receipt" in self.faults else b""
+        if receipt is not None and "drop-receipts" not in faults:
+            value = receipt + "-x" if "wrong-receipt-id" in faults else receipt
+            body = b"receipt" if "body-on-receipt" in faults else b""
             self.write(Frame("RECEIPT", [("receipt-id", value)], body))
         if command == "DISCONNECT":
             self.closing = True
+
+    def _fault_first(self, frame: Frame) -> bool:
+        """What faults do to a frame before it is judged; True if it was refused."""
+        faults = self.faults
+        if "trim-headers" in faults:
+            frame.headers = [(k.strip(), v.strip()) for k, v in frame.headers]
+        if "last-header-wins" in faults:
+            frame.headers.reverse()
+        if ("refuse-body-v10" in faults and self.version == "1.0" and frame.body
+                and frame.command != "SEND"):
+            self.error(f"a {frame.command} frame must not have a body", frame)
+            return True
+        return False
+
+    def _excused(self, statement: str) -> bool:
+        """A violation a fault tells the broker to let pass."""
+        return ("accept-undefined-escape" in self.faults
+                and statement.startswith("value-encoding.undefined-escape")) or \
+            ("accept-body-on-subscribe" in self.faults and statement == "body.forbidden-frames")
 
     def connect(self, frame: Frame) -> None:
         if self.connected:
@@ -394,7 +406,7 @@ class Session:
         if sx and cy:
             self.send_every = max(sx, cy) / 1000
             if "no-heartbeats" not in self.faults:
-                self._tasks.append(asyncio.get_running_loop().create_task(self._heartbeats()))
+                self._start(self._heartbeats())
         if cx and sy:
             self.expect_every = (sy if "heartbeat-ignores-client-interval" in self.faults
                                  else max(cx, sy)) / 1000
