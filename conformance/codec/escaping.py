@@ -51,7 +51,3 @@ def escape(text: str, version: Version) -> str:
         return text
     return text.translate(table)
 
-
-def needs_escape(text: str, version: Version) -> bool:
-    pattern = _NEEDS_ESCAPE.get(version)
-    return pattern is not None and pattern.search(text) is not None
