@@ -5,6 +5,7 @@ frame asked for a receipt) followed by closing the connection."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from collections.abc import Callable, Coroutine
@@ -22,7 +23,13 @@ from conformance.codec import (
     encode_raw,
     unescape,
 )
-from conformance.spec.grammar import ACK_MODES, CLIENT_COMMANDS, HEART_BEAT, parse_accept_version
+from conformance.spec.grammar import (
+    ACK_MODES,
+    CLIENT_COMMANDS,
+    HEART_BEAT,
+    Version,
+    parse_accept_version,
+)
 
 if TYPE_CHECKING:
     from conformance.broker.server import Broker
@@ -42,6 +49,8 @@ class Session:
         self.broker, self.config = broker, broker.config
         self.faults = broker.config.faults
         self.reader, self.writer = reader, writer
+        self._transport = writer.transport
+        self._loop = asyncio.get_running_loop()
         self.id = f"s{next(_sessions)}"
         self.parser = Parser(version="1.2", strict=False, limits=self.config.limits,
                              content_length="ignore-content-length" not in self.faults)
@@ -62,7 +71,7 @@ class Session:
     # -- writing ----------------------------------------------------------------------------
 
     def has_room(self) -> bool:
-        return not self.closing and self.writer.transport.get_write_buffer_size() + \
+        return not self.closing and self._transport.get_write_buffer_size() + \
             self._out_bytes < self.config.write_high_water
 
     def write(self, frame: Frame) -> None:
@@ -87,9 +96,12 @@ class Session:
                 data = encode_raw(frame.command, frame.headers, frame.body,
                                   content_length=len(frame.body) if frame.body and not no_length
                                   else None)
+        self._emit(data)
+
+    def _emit(self, data: bytes) -> None:
         # Frames written in one pass of the event loop go out in one send.
         if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._loop.call_soon(self._flush)
         self._out.append(data)
         self._out_bytes += len(data)
         self.last_write = time.monotonic()
@@ -105,6 +117,45 @@ class Session:
     def deliver(self, subscription: Subscription, message: Message) -> None:
         if self.closing:
             return
+        ack = None
+        if subscription.ack != "auto":
+            ack = f"{self.id}-{next(self._acks)}"
+            subscription.unacked[ack] = message
+        data = None if self.faults else self._message_bytes(subscription, message, ack)
+        if data is None:
+            self.write(self._message_frame(subscription, message, ack))
+        else:
+            self._emit(data)
+        if not self.has_room() and not self._pumping:
+            self._pumping = True
+            self._start(self._pump())
+
+    def _message_bytes(self, subscription: Subscription, message: Message,
+                       ack: str | None) -> bytes | None:
+        """The MESSAGE frame from parts the encoder wrote: the headers every delivery of the
+        subscription shares (encoded once), the per-delivery ids (which never need escaping)
+        and the message's own headers and body. None when a header cannot be written in
+        this version (the generic path leaves it out)."""
+        version: Version = self.version  # type: ignore[assignment]
+        try:
+            if subscription.head is None:  # b"MESSAGE\nsubscription:..\ndestination:..\n"
+                subscription.head = encode(Frame("MESSAGE", [
+                    ("subscription", subscription.id),
+                    ("destination", subscription.destination)]), version=version)[:-2]
+            rest = encode(Frame("MESSAGE", message.headers, message.body),
+                          version=version)[8:]  # after b"MESSAGE\n"
+        except LocalProtocolError:
+            return None
+        ids = f"message-id:{message.id}\n"
+        if ack is not None and version == "1.2":
+            ids += f"ack:{ack}\n"
+        if message.redelivered:
+            ids += "redelivered:true\n"
+        return b"".join((subscription.head, ids.encode(), rest))
+
+    def _message_frame(self, subscription: Subscription, message: Message,
+                       ack: str | None) -> Frame:
+        """The MESSAGE frame as a Frame, for the faults to bend."""
         headers = [("subscription", subscription.id), ("message-id", message.id),
                    ("destination", message.destination)]
         faults = self.faults
@@ -114,19 +165,13 @@ class Session:
             headers = [h for h in headers if h[0] != "message-id"]
         if "no-destination-header" in faults:
             headers = [h for h in headers if h[0] != "destination"]
-        if subscription.ack != "auto":
-            ack = f"{self.id}-{next(self._acks)}"
-            subscription.unacked[ack] = message
-            if self.version == "1.2" and "no-ack-header" not in faults:
-                headers.append(("ack", ack))
+        if ack is not None and self.version == "1.2" and "no-ack-header" not in faults:
+            headers.append(("ack", ack))
         if message.redelivered:
             headers.append(("redelivered", "true"))
         if "drop-user-headers" not in faults:
             headers += message.headers
-        self.write(Frame("MESSAGE", headers, message.body))
-        if not self.has_room() and not self._pumping:
-            self._pumping = True
-            self._start(self._pump())
+        return Frame("MESSAGE", headers, message.body)
 
     def _start(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -433,11 +478,12 @@ class Session:
         if not destination.startswith(("/queue/", "/topic/")):
             raise Refused(f"unknown destination {destination[:60]!r}: use /queue/NAME or "
                           "/topic/NAME")
-        message = Message(self.broker.store.message_id(), destination,
+        store = self.broker.store
+        message = Message(store.message_id(), destination,
                           [(k, v) for k, v in frame.headers if k not in TRANSPORT_HEADERS],
-                          frame.body)
-        self._in_transaction(frame, lambda: self.broker.store.destination(destination)
-                             .send(message))
+                          frame.body, frame.size)
+        self._in_transaction(frame, functools.partial(store.destination(destination).send,
+                                                      message))
 
     def subscribe(self, frame: Frame) -> None:
         destination = self._required(frame, "destination")

@@ -23,12 +23,9 @@ class Message:
     #: the sender's headers (destination, receipt, transaction and content-length removed)
     headers: list[tuple[str, str]]
     body: bytes
+    #: what the message costs a queue: its SEND frame's size on the wire
+    size: int
     redelivered: bool = False
-    #: what the message costs a queue, worked out once
-    size: int = 0
-
-    def __post_init__(self) -> None:
-        self.size = len(self.body) + sum(len(k) + len(v) for k, v in self.headers) + 64
 
 
 class Consumer(Protocol):
@@ -41,7 +38,7 @@ class Consumer(Protocol):
     def slow(self, subscription: Subscription) -> None: ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Subscription:
     consumer: Consumer
     id: str
@@ -50,6 +47,9 @@ class Subscription:
     max_pending: int
     #: ack id -> message, in delivery order (client and client-individual only)
     unacked: OrderedDict[str, Message] = field(default_factory=OrderedDict)
+    #: the encoded MESSAGE headers every delivery of this subscription carries (the
+    #: session's business: see Session.deliver)
+    head: bytes | None = None
 
     def has_room(self) -> bool:
         return len(self.unacked) < self.max_pending and self.consumer.has_room()
@@ -93,13 +93,14 @@ class Destination:
         self.dispatch()
 
     def dispatch(self) -> None:
-        while self.messages and self.subscriptions:
-            count = len(self.subscriptions)
+        messages, subscriptions = self.messages, self.subscriptions
+        while messages and subscriptions:
+            count = len(subscriptions)
             for step in range(count):
-                subscription = self.subscriptions[(self._turn + step) % count]
+                subscription = subscriptions[(self._turn + step) % count]
                 if subscription.has_room():
                     self._turn = (self._turn + step + 1) % count
-                    message = self.messages.popleft()
+                    message = messages.popleft()
                     self.bytes -= message.size
                     subscription.consumer.deliver(subscription, message)
                     break

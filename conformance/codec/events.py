@@ -45,7 +45,8 @@ class Frame:
     ) -> None:
         self.command = command
         self.headers: list[tuple[str, str]] = list(
-            headers.items() if isinstance(headers, Mapping) else headers
+            headers if type(headers) is list  # the common case, without an ABC check
+            else headers.items() if isinstance(headers, Mapping) else headers
         )
         self.body = body
         #: Statements broken by this frame (an observing parser and the validator add here).
