@@ -22,6 +22,12 @@ from conformance.console import ConsoleReporter
 from conformance.engine import Engine, HarnessError, Target
 from conformance.profile import ProfileError, load_profile, shipped
 from conformance.report import ReportWriter
+from conformance.report.baseline import (
+    BaselineDiff,
+    ReportFileError,
+    compare_baseline,
+    load_report,
+)
 from conformance.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.selftest import coverage, selftest
@@ -133,6 +139,11 @@ def _run(args: argparse.Namespace) -> int:
     if not cases:
         print("stomp-conformance: no case matches", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        baseline = load_report(args.baseline) if args.baseline else None
+    except ReportFileError as error:
+        print(f"stomp-conformance: --baseline: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
     async def run() -> list[CaseResult]:
         if address is not None:
@@ -161,9 +172,27 @@ def _run(args: argparse.Namespace) -> int:
     for path in reports.written:
         print(f"wrote {path}", file=sys.stderr)
     outcomes = {r.outcome for r in results}
-    if Outcome.FAILED in outcomes:
+    failed = Outcome.FAILED in outcomes
+    if baseline is not None:
+        failed = _gate(compare_baseline(results, baseline), args.baseline)
+    if failed:
         return EXIT_FAILED
     return EXIT_HARNESS if Outcome.ERROR in outcomes else EXIT_OK
+
+
+def _gate(diff: BaselineDiff, where: str) -> bool:
+    """Print what changed since the baseline; True when something regressed."""
+    console = Console(stderr=True, highlight=False)
+    for name in diff.regressions:
+        console.print(Text(f"regression (passed in the baseline): {name}", style="bold red"))
+    for name in diff.new_passes:
+        console.print(Text(f"new pass (not passing in the baseline): {name}", style="green"))
+    for name in diff.new_failing:
+        console.print(Text(f"failing, not in the baseline: {name}", style="yellow"))
+    console.print(f"baseline {where}: {len(diff.regressions)} regressions, "
+                  f"{len(diff.new_passes)} new passes, {len(diff.still_failing)} still failing"
+                  f", {len(diff.new_failing)} new failing", soft_wrap=True)
+    return bool(diff.regressions)
 
 
 def _coverage(args: argparse.Namespace) -> int:
@@ -326,6 +355,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--tls-no-verify", action="store_true", help="do not verify the broker")
     run.add_argument("--json", metavar="PATH", help="write the JSON report to PATH")
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH")
+    run.add_argument("--baseline", metavar="PATH",
+                     help="an earlier JSON report: exit 1 only on regressions (cases that "
+                          "passed there and fail now), and list new passes")
     run.add_argument("--results", metavar="DIR",
                      help="write JSON Lines result records for the pipeline into DIR")
     verbs_with_cases = [("run", _run, run)]

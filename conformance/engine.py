@@ -223,7 +223,7 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
         fields.update(message=text, statement=statement)
     elif failure is None:
         fields["message"] = next((note for g, note in run.grades if g == outcome and note), "")
-    deviation = profile.deviations.get(case.id)
+    deviation = profile.deviation(case.id, version)
     if deviation and outcome in (Outcome.FAILED, Outcome.NON_STRICT):
         outcome = Outcome.KNOWN_DEVIATION
         fields["deviation"] = f"{deviation.observed} ({deviation.reason})"

@@ -38,7 +38,9 @@ SCHEMA: dict[str, Any] = {
             "additionalProperties": {"type": ["boolean", "integer"]},
         },
         "deviations": {
+            "description": "case id (every version) or case id@version -> the deviation",
             "type": "object",
+            "propertyNames": {"pattern": "^[^@]+(@1\\.[012])?$"},
             "additionalProperties": {
                 "type": "object", "required": ["observed", "reason"],
                 "additionalProperties": False,
@@ -75,6 +77,11 @@ class Profile:
     versions: tuple[str, ...] = ("1.0", "1.1", "1.2")
     capabilities: dict[str, bool | int] = field(default_factory=dict)
     deviations: dict[str, Deviation] = field(default_factory=dict)
+
+    def deviation(self, case_id: str, version: str) -> Deviation | None:
+        """The deviation declared for a case at one version (key `ID@VERSION`), else for
+        the case at every version (key `ID`)."""
+        return self.deviations.get(f"{case_id}@{version}") or self.deviations.get(case_id)
 
     def supports(self, capability: str) -> bool:
         """A capability not named by the profile is assumed present."""

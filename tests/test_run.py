@@ -117,3 +117,38 @@ def test_run_with_no_arguments_runs_the_catalogue_against_the_reference_broker()
     done = cli("run", "--jobs", "4")
     assert done.returncode == 0, done.stderr
     assert "(profile reference)" in done.stderr and "failed" not in done.stderr
+
+
+def test_baseline_gate_fails_only_on_regressions(tmp_path: Path) -> None:
+    passing, failing = tmp_path / "passing.json", tmp_path / "failing.json"
+    with serving(TinyBroker()) as good, serving(TinyBroker("no-receipt")) as bad:
+        def run(port: int, *extra: str) -> tuple[int, str]:
+            done = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", cases(tmp_path),
+                       *extra)
+            return done.returncode, done.stderr
+
+        assert run(good, "--json", str(passing))[0] == 0
+        assert run(bad, "--json", str(failing))[0] == 1
+        # a broker that fails where its baseline failed too may adopt the suite: exit 0
+        code, err = run(bad, "--baseline", str(failing))
+        assert code == 0, err
+        assert "0 regressions, 0 new passes, 2 still failing" in err
+        # what passed in the baseline and fails now: exit 1, each regression named
+        code, err = run(bad, "--baseline", str(passing))
+        assert code == 1
+        assert "regression (passed in the baseline): receipts.send-gets-receipt [1.1]" in err
+        assert "2 regressions" in err
+        # fixed since the baseline: new passes listed
+        code, err = run(good, "--baseline", str(failing))
+        assert code == 0
+        assert "new pass (not passing in the baseline): receipts.send-gets-receipt [1.2]" in err
+
+
+def test_a_baseline_that_is_not_a_report_exits_2_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "junk.json").write_text('{"cases": []}')
+    (tmp_path / "text.json").write_text("not json")
+    for name, says in (("junk.json", "is not a stomp-conformance JSON report"),
+                       ("text.json", "is not JSON"), ("missing.json", "cannot read")):
+        done = cli("run", "--cases", cases(tmp_path), "--baseline", str(tmp_path / name))
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
