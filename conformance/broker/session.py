@@ -20,6 +20,7 @@ from conformance.codec import (
     Parser,
     StompError,
     encode,
+    encode_headers,
     encode_raw,
     unescape,
 )
@@ -132,26 +133,28 @@ class Session:
 
     def _message_bytes(self, subscription: Subscription, message: Message,
                        ack: str | None) -> bytes | None:
-        """The MESSAGE frame from parts the encoder wrote: the headers every delivery of the
-        subscription shares (encoded once), the per-delivery ids (which never need escaping)
-        and the message's own headers and body. None when a header cannot be written in
-        this version (the generic path leaves it out)."""
+        """The MESSAGE frame from header lines the codec escaped: the ones every delivery
+        of the subscription shares (encoded once), the per-delivery ids (which never need
+        escaping) and the message's own. None when a header cannot be written in this
+        version (the generic path leaves it out)."""
         version: Version = self.version  # type: ignore[assignment]
         try:
-            if subscription.head is None:  # b"MESSAGE\nsubscription:..\ndestination:..\n"
-                subscription.head = encode(Frame("MESSAGE", [
-                    ("subscription", subscription.id),
-                    ("destination", subscription.destination)]), version=version)[:-2]
-            rest = encode(Frame("MESSAGE", message.headers, message.body),
-                          version=version)[8:]  # after b"MESSAGE\n"
+            if subscription.head is None:
+                subscription.head = ("MESSAGE\n" + encode_headers(
+                    [("subscription", subscription.id),
+                     ("destination", subscription.destination)], version=version)).encode()
+            lines = encode_headers(message.headers, version=version)
         except LocalProtocolError:
             return None
-        ids = f"message-id:{message.id}\n"
+        lines = f"message-id:{message.id}\n{lines}"
         if ack is not None and version == "1.2":
-            ids += f"ack:{ack}\n"
+            lines += f"ack:{ack}\n"
         if message.redelivered:
-            ids += "redelivered:true\n"
-        return b"".join((subscription.head, ids.encode(), rest))
+            lines += "redelivered:true\n"
+        body = message.body
+        if body:  # content-length always: a body may hold NUL
+            lines += f"content-length:{len(body)}\n"
+        return b"".join((subscription.head, lines.encode(), b"\n", body, b"\x00"))
 
     def _message_frame(self, subscription: Subscription, message: Message,
                        ack: str | None) -> Frame:
@@ -233,7 +236,8 @@ class Session:
         while not self.closing:
             timeout = self._read_timeout(started, frame_started)
             try:
-                data = await asyncio.wait_for(self.reader.read(65536), timeout)
+                async with asyncio.timeout(timeout):  # no task per read, as wait_for makes
+                    data = await self.reader.read(65536)
             except TimeoutError:
                 await self._timed_out(started, frame_started)
                 continue

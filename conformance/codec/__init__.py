@@ -1,7 +1,7 @@
 """The reference STOMP codec, sans-IO: `Parser` (bytes in, events out), `encode` and
 `encode_raw` (frames out), `validate_server_frame` (what a broker sent, judged)."""
 
-from conformance.codec.encoder import encode, encode_raw
+from conformance.codec.encoder import encode, encode_headers, encode_raw
 from conformance.codec.errors import (
     BodyNotAllowed,
     BodyTooLarge,
@@ -26,6 +26,6 @@ __all__ = [
     "BodyNotAllowed", "BodyTooLarge", "ContentLengthError", "EncodingError", "EscapeError",
     "Event", "Frame", "FrameTooLarge", "FramingError", "HeaderCountExceeded",
     "HeaderLineTooLong", "Heartbeat", "LimitExceeded", "Limits", "LocalProtocolError",
-    "Parser", "ProtocolViolation", "StompError", "Violation", "encode", "encode_raw", "escape",
-    "unescape", "validate_server_frame",
+    "Parser", "ProtocolViolation", "StompError", "Violation", "encode", "encode_headers",
+    "encode_raw", "escape", "unescape", "validate_server_frame",
 ]

@@ -31,23 +31,32 @@ def encode(frame: Frame, *, version: Version = "1.2", content_length: bool | Non
     if body and command not in BODY_COMMANDS and version != "1.0":
         raise LocalProtocolError(f"a {command} frame must not have a body "
                                  "[body.forbidden-frames]")
-    text = "\n".join(map(":".join, headers))
-    count = len(headers)
-    # Most frames need no escaping: one colon and no LF per line, no backslash, no CR.
-    if count and (text.count(":") != count or text.count("\n") != count - 1 or "\\" in text
-                  or "\r" in text or text[0] == ":" or "\n:" in text):
-        text = _header_text(command, headers, version)
+    text = encode_headers(headers, version=version, command=command)
     has_length = text.startswith("content-length:") or "\ncontent-length:" in text
     if (content_length or (content_length is None and body)) and not has_length:
-        text = f"{text}\ncontent-length:{len(body)}" if count else f"content-length:{len(body)}"
-        count += 1
+        text += f"content-length:{len(body)}\n"
     elif not has_length and b"\x00" in body:
         raise LocalProtocolError("a body holding NUL needs content-length "
                                  "[content-length.required-with-nul]")
-    head = f"{command}\n{text}\n\n" if count else f"{command}\n\n"
+    head = f"{command}\n{text}\n"
     if eol != b"\n":
         head = head.replace("\n", "\r\n")
     return b"".join((head.encode(), body, b"\x00"))
+
+
+def encode_headers(headers: list[tuple[str, str]], *, version: Version = "1.2",
+                   command: str = "MESSAGE") -> str:
+    """The header lines of a `command` frame, each ending in LF, escaped per version;
+    LocalProtocolError for a header the version cannot carry."""
+    if not headers:
+        return ""
+    text = "\n".join(map(":".join, headers))
+    count = len(headers)
+    # Most frames need no escaping: one colon and no LF per line, no backslash, no CR.
+    if (text.count(":") != count or text.count("\n") != count - 1 or "\\" in text
+            or "\r" in text or text[0] == ":" or "\n:" in text):
+        text = _header_text(command, headers, version)
+    return text + "\n"
 
 
 def _header_text(command: str, headers: list[tuple[str, str]], version: Version) -> str:
