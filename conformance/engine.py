@@ -276,7 +276,8 @@ class Engine:
                     result, seen = await run_case(case, version, self.target,
                                                   timeout=self.case_timeout,
                                                   run_id=self.run_id)
-                    if not server:
+                    if seen and "server" not in server:  # a 1.0 CONNECTED may not name it
+                        server.clear()
                         server.update(seen)
                 emit(CaseFinished(result))
                 return result

@@ -45,7 +45,8 @@ SCHEMA: dict[str, Any] = {
                 "type": "object", "required": ["observed", "reason"],
                 "additionalProperties": False,
                 "properties": {"observed": {"type": "string"}, "reason": {"type": "string"},
-                               "statement": {"type": "string"}, "link": {"type": "string"}},
+                               "statement": {"type": "string"}, "link": {"type": "string"},
+                               "intermittent": {"type": "boolean"}},
             },
         },
     },
@@ -62,6 +63,8 @@ class Deviation:
     reason: str
     statement: str = ""
     link: str = ""
+    #: seen in some runs only: a run where the case passes does not make the entry stale
+    intermittent: bool = False
 
 
 @dataclass(frozen=True)

@@ -326,8 +326,9 @@ async def step_probe_limit(run: CaseRun, args: dict[str, Any]) -> None:
     unit = "headers" if what == "headers" else "octets"
     accepted, refused, how = 0, 0, ""  # the largest accepted, the smallest refused
     for probe in itertools.count(1):
+        # to a topic nobody subscribes to: accepted probes are dropped, not left queued
         refusal = await _probe(run, f"probe-{what}-{probe}", _probe_frame(
-            what, size, run.variables["queue"], f"p{probe}"), f"{size} {unit}", within)
+            what, size, run.variables["topic"], f"p{probe}"), f"{size} {unit}", within)
         if refusal is None:
             accepted = size
         else:
@@ -350,7 +351,13 @@ async def _probe(run: CaseRun, name: str, data: bytes, what: str, within: float)
     """Send one probe on a fresh connection: None if accepted, else how it was refused."""
     conn = await run.open(name)
     await step_connect(run, {"conn": name})
-    await conn.send(data)
+    try:  # a broker that reads megabytes slowly must not hold the case past its timeout
+        async with asyncio.timeout(within):
+            await conn.send(data)
+    except TimeoutError:
+        await conn.close(abort=True)
+        raise StepFailed(f"a RECEIPT, or ERROR then close, for a SEND with {what}",
+                         f"the broker had not read the frame within {within:g} s") from None
     event = await conn.next_event(within)
     after = await conn.next_event(within) if isinstance(event, Frame) and \
         event.command == "ERROR" else None

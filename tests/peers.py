@@ -155,9 +155,15 @@ def serving(behaviour: Behaviour, *, ssl: SSLContext | None = None) -> Iterator[
     try:
         yield port[0]
     finally:
-        for task in asyncio.all_tasks(loop):
-            loop.call_soon_threadsafe(task.cancel)
+        # one call in the loop's own thread: cancelling the server lets the loop close, so
+        # the tasks cannot be cancelled one call at a time from here
+        loop.call_soon_threadsafe(_cancel_all)
         thread.join(5)
+
+
+def _cancel_all() -> None:
+    for task in asyncio.all_tasks():
+        task.cancel()
 
 
 async def _finish_all() -> None:

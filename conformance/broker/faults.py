@@ -35,6 +35,9 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
                          "RECEIPT carries receipt-id of a different value"),
     "wrong-version": ("negotiation.highest-common",
                       "CONNECTED chooses the lowest common version, not the highest"),
+    "ignore-accept-version": ("connecting.connected-response-v10",
+                              "CONNECTED chooses the server's highest version whatever the "
+                              "client offered"),
     "no-version-header": ("connected.version-required", "CONNECTED has no version header"),
     "accept-any-version": ("negotiation.no-common-version-error",
                            "a CONNECT with no common version is accepted as 1.2"),

@@ -44,6 +44,11 @@ class Refused(Exception):
     """A frame the broker answers with ERROR then close."""
 
 
+#: After the last frame: how long, and how much, the broker reads and drops before closing.
+LINGER_SECONDS = 2.0
+LINGER_OCTETS = 1 << 20
+
+
 class Session:
     def __init__(self, broker: Broker, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
@@ -225,9 +230,25 @@ class Session:
             self._flush()
             try:
                 await self.writer.drain()
+                await self._linger()
             except (ConnectionError, OSError, asyncio.CancelledError):
                 pass
             self.writer.close()
+
+    async def _linger(self) -> None:
+        """Half-close, then drop what the client still sends, bounded in time and octets:
+        closing with its input unread makes the kernel reset the connection, which can
+        destroy the ERROR before the client reads it."""
+        if not self.writer.can_write_eof():  # TLS: no half-close
+            return
+        self.writer.write_eof()
+        left = LINGER_OCTETS
+        try:
+            async with asyncio.timeout(LINGER_SECONDS):
+                while left > 0 and (data := await self.reader.read(min(left, 65536))):
+                    left -= len(data)
+        except TimeoutError:
+            pass
 
     async def _read_loop(self) -> None:
         config = self.config
@@ -398,7 +419,8 @@ class Session:
         if accept is None and "no-1-0-fallback" in self.faults:
             accept = "1.2"
         offered = parse_accept_version(accept)
-        common = [v for v in self.config.versions if v in offered]
+        common = [v for v in self.config.versions
+                  if v in offered or "ignore-accept-version" in self.faults]
         if not common and "accept-any-version" not in self.faults:
             self.version = "1.2"
             self.write(Frame("ERROR", [

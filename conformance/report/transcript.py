@@ -3,7 +3,9 @@
 A NUL shows as `^@`, LF as `\\n` followed by a real line break, CR as `\\r`, a backslash as
 `\\\\`, and any other control character, invisible format character or octet that is not
 UTF-8 as `\\xHH` (one per octet). The result holds no character XML or a terminal would
-swallow, so every report can embed it as is."""
+swallow, so every report can embed it as is.
+
+`pieces` gives the same octets to a page as runs of text and marks (see GLYPHS)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,15 @@ _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _NAMED = {"\x00": "^@", "\r": "\\r", "\\": "\\\\"}
 
 
+def _octets(ch: str) -> str | None:
+    """`\\xHH` per octet for a character a reader would not see, None for any other."""
+    if "\udc80" <= ch <= "\udcff":  # an octet that was not UTF-8 (surrogateescape)
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    if unicodedata.category(ch) in _HIDDEN:
+        return "".join(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+    return None
+
+
 def _escape(text: str, *, newline: str) -> str:
     out: list[str] = []
     for ch in text:
@@ -25,13 +36,35 @@ def _escape(text: str, *, newline: str) -> str:
             out.append(newline)
         elif ch in _NAMED:
             out.append(_NAMED[ch])
-        elif "\udc80" <= ch <= "\udcff":  # an octet that was not UTF-8 (surrogateescape)
-            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
-        elif unicodedata.category(ch) in _HIDDEN:
-            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass")))
         else:
-            out.append(ch)
+            out.append(_octets(ch) or ch)
     return "".join(out)
+
+
+#: A page's marks for NUL, CR and LF. A page styles marks apart from text, so a backslash
+#: stays itself there and an escape the broker sent (`\\n` in a header) reads as sent.
+#: Caret notation rather than the Control Pictures (U+2400...), which few fonts have.
+GLYPHS = {"\x00": "^@", "\r": "^M", "\n": "\u21b5"}
+
+
+def pieces(data: bytes) -> list[tuple[str, bool]]:
+    """Octets as (text, is_mark) runs: text as it is, a mark for NUL (`^@`), CR (`^M`), LF
+    (`\u21b5`, then a line break unless it ends the data) and each hidden octet (`\\xHH`)."""
+    out: list[tuple[str, bool]] = []
+    run: list[str] = []
+    text = data.decode("utf-8", "surrogateescape")
+    for i, ch in enumerate(text):
+        mark = GLYPHS.get(ch) or _octets(ch)
+        if mark is None:
+            run.append(ch)
+            continue
+        if run:
+            out.append(("".join(run), False))
+        out.append((mark, True))
+        run = ["\n"] if ch == "\n" and i < len(text) - 1 else []
+    if run:
+        out.append(("".join(run), False))
+    return out
 
 
 def render_bytes(data: bytes, *, indent: str = "") -> str:
@@ -44,6 +77,12 @@ def render_bytes(data: bytes, *, indent: str = "") -> str:
 def escape_text(text: str) -> str:
     """A message or note with hidden characters made visible; line breaks are kept."""
     return _escape(text, newline="\n")
+
+
+def show_hidden(text: str) -> str:
+    """A message for a page: hidden characters as `\\xHH`, line breaks and backslashes as
+    they are (a page has no escapes of its own to tell apart)."""
+    return "".join(ch if ch == "\n" else _octets(ch) or ch for ch in text)
 
 
 def render_record(record: Record) -> str:

@@ -1,0 +1,97 @@
+"""What the pages and summaries (HTML, Markdown, compare) read off a JSON report dict: the
+level line of each version, outcome counts overall and per area, the verdict, statement
+texts. Plain text only: each format escapes it its own way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.report.transcript import show_hidden
+from conformance.spec import catalogue
+
+#: Outcomes in the order every page lists them: best first, then the graded failures, then
+#: the outcomes that graded nothing.
+OUTCOMES = ("passed", "failed", "non-strict", "known-deviation", "informational",
+            "unsupported", "error", "skipped")
+LEVELS = ("must", "should", "may")
+
+
+def level_line(version: str, levels: dict[str, dict[str, int]]) -> str:
+    """'STOMP 1.2: MUST 97/102, SHOULD 30/35, MAY 4/6': passed of those that ran."""
+    ran = [f"{level.upper()} {levels[level]['passed']}/{levels[level]['total']}"
+           for level in LEVELS if levels.get(level, {}).get("total")]
+    return f"STOMP {version}: {', '.join(ran) if ran else 'nothing ran'}"
+
+
+def level_lines(report: dict[str, Any]) -> list[str]:
+    return [level_line(version, levels)
+            for version, levels in sorted(report["summary"]["versions"].items())]
+
+
+def must_score(report: dict[str, Any], version: str) -> str | None:
+    """'109/109': MUST cases passed of those that ran at `version`; None if none ran."""
+    must = report["summary"]["versions"].get(version, {}).get("must")
+    return f"{must['passed']}/{must['total']}" if must and must["total"] else None
+
+
+def outcome_counts(report: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = report["summary"]["outcomes"]
+    return {outcome: counts.get(outcome, 0) for outcome in OUTCOMES}
+
+
+def area_counts(report: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per area (sorted), the outcome counts of its cases, in OUTCOMES order."""
+    areas: dict[str, dict[str, int]] = {}
+    for case in report["cases"]:
+        counts = areas.setdefault(case["area"], dict.fromkeys(OUTCOMES, 0))
+        counts[case["outcome"]] += 1
+    return dict(sorted(areas.items()))
+
+
+def runs(n: int) -> str:
+    return f"{n} case run" if n == 1 else f"{n} case runs"
+
+
+def verdict(report: dict[str, Any]) -> tuple[str, str]:
+    """(outcome to colour it by, one sentence), with the exit code's reading of the run."""
+    counts = outcome_counts(report)
+    if counts["failed"]:
+        return "failed", f"Not conformant: {runs(counts['failed'])} broke a MUST."
+    if counts["error"]:
+        return "error", f"Inconclusive: {runs(counts['error'])} could not run."
+    deviations = counts["known-deviation"]
+    return "passed", "Conformant: every MUST case passed" + (
+        f" or is one of {deviations} known deviations." if deviations else ".")
+
+
+@dataclass(frozen=True, slots=True)
+class StatementText:
+    id: str
+    #: the key word ('MUST NOT'), empty when the catalogue does not know the id
+    keyword: str
+    #: 'must', 'should', 'may' or '' (unknown)
+    strength: str
+    quote: str
+
+
+def statement_texts(ids: list[str]) -> list[StatementText]:
+    known = catalogue()
+    out = []
+    for statement_id in ids:
+        if statement_id in known:
+            s = known[statement_id]
+            out.append(StatementText(s.id, s.level.value, s.level.strength, s.quote))
+        else:  # a report from another catalogue: say so rather than fail
+            out.append(StatementText(statement_id, "", "", "(not in this catalogue)"))
+    return out
+
+
+def one_line(text: str, *, limit: int = 0) -> str:
+    """Broker text on one line, hidden characters shown, cut to `limit` characters."""
+    line = show_hidden(" ".join(text.split()))
+    return line[:limit - 1] + "\u2026" if 0 < limit < len(line) else line
+
+
+def label(case: dict[str, Any]) -> str:
+    return f"{case['id']} [{case['version']}]"

@@ -1,0 +1,82 @@
+"""The catalogue against real brokers on loopback: RabbitMQ, ActiveMQ, coilmq and stompserver
+(STOMP 1.0 only), started by the project's own scripts (.ci/brokers/NAME) when they are not
+already running.
+
+Each run must end with exit code 0 through its shipped profile: every failure is a recorded
+deviation, and every deviation not marked intermittent still shows up, so a profile can
+neither hide a new failure nor keep a deviation the broker no longer has. Under CI=true a
+broker that cannot be started fails the test; elsewhere it is skipped with the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import cli
+
+from conformance.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+BROKERS = {"rabbitmq": 61613, "activemq": 61614, "coilmq": 61615, "stompserver": 61617}
+#: brokers whose CONNECTED names no server (a STOMP 1.0 CONNECTED has no server header)
+NO_SERVER_HEADER = {"stompserver"}
+
+
+def vhost(name: str, port: int) -> list[str]:
+    """coilmq takes in a 1.2 CONNECT only the host name it runs under, which its start script
+    records (localhost, unless it could not give coilmq a host name of its own)."""
+    recorded = Path(f"/run/coilmq-{port}.host")
+    if name == "coilmq" and recorded.is_file():
+        return ["--vhost", recorded.read_text().strip()]
+    return []
+
+
+def script(name: str, verb: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(ROOT / ".ci" / "brokers" / name), verb],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module", params=sorted(BROKERS))
+def broker(request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
+    name: str = request.param
+    started = False
+    if script(name, "status", 30).returncode != 0:
+        try:
+            done = script(name, "start", 600)
+            problem = "" if done.returncode == 0 else \
+                (done.stderr.strip().splitlines() or ["no output"])[-1]
+        except (OSError, subprocess.TimeoutExpired) as error:
+            problem = str(error)
+        if problem:
+            why = f"cannot start {name} with .ci/brokers/{name} start: {problem}"
+            if os.environ.get("CI"):
+                pytest.fail(why)
+            pytest.skip(why)
+        started = True
+    yield name, BROKERS[name]
+    if started:
+        script(name, "stop", 120)
+
+
+def test_the_catalogue_against_a_real_broker(broker: tuple[str, int], tmp_path: Path) -> None:
+    name, port = broker
+    report_path = tmp_path / f"{name}.json"
+    done = cli("run", "--broker", f"127.0.0.1:{port}", "--profile", name, *vhost(name, port),
+               "--json", str(report_path))
+    report = json.loads(report_path.read_text())
+    bad = [f"{c['id']} [{c['version']}] {c['outcome']}: {c['message']}"
+           for c in report["cases"] if c["outcome"] in ("failed", "error")]
+    assert done.returncode == 0 and not bad, "\n".join(bad) or done.stderr[-2000:]
+    if name not in NO_SERVER_HEADER:
+        assert report["broker"]["server"], "the broker named no server in CONNECTED"
+    deviations = load_profile(name).deviations
+    shown = {c["id"] for c in report["cases"] if c["outcome"] == "known-deviation"} | \
+        {f"{c['id']}@{c['version']}" for c in report["cases"]
+         if c["outcome"] == "known-deviation"}
+    stale = [key for key, d in deviations.items() if key not in shown and not d.intermittent]
+    assert not stale, f"deviations {name} no longer shows: {stale}"
+    assert report["summary"]["outcomes"].get("known-deviation", 0) >= 1
