@@ -10,7 +10,7 @@ import dataclasses
 import json
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -20,6 +20,7 @@ from conformance import __version__
 from conformance.broker import FAULTS, Broker, BrokerConfig, embedded
 from conformance.console import ConsoleReporter
 from conformance.engine import Engine, HarnessError, Target
+from conformance.pipeline.cli import add_pipeline
 from conformance.profile import ProfileError, load_profile, shipped
 from conformance.report import ReportWriter
 from conformance.report.baseline import (
@@ -28,6 +29,8 @@ from conformance.report.baseline import (
     compare_baseline,
     load_report,
 )
+from conformance.report.compare import compare, compare_html, compare_markdown, dumps_json
+from conformance.report.files import write_atomic
 from conformance.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.selftest import coverage, selftest
@@ -160,7 +163,8 @@ def _run(args: argparse.Namespace) -> int:
         return await engine.run(cases, [ConsoleReporter(), reports])
 
     reports = ReportWriter(run_id="", json_path=args.json, junit_path=args.junit,
-                           records_dir=args.results)
+                           records_dir=args.results, html_path=args.html,
+                           markdown_path=args.markdown)
     try:
         results = asyncio.run(run())
     except HarnessError as error:
@@ -281,6 +285,59 @@ def _broker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _not_run(value: str) -> tuple[str, str]:
+    name, sep, reason = value.partition("=")
+    if not sep or not name.strip() or not reason.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=REASON, got {value!r}")
+    return name.strip(), reason.strip()
+
+
+def _compare(args: argparse.Namespace) -> int:
+    try:
+        reports = [load_report(path) for path in args.reports]
+    except ReportFileError as error:
+        print(f"stomp-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    matrix = compare(reports, args.reports, not_run=args.not_run)
+    outputs: list[tuple[str | None, Callable[[], bytes]]] = [
+        (args.html, lambda: compare_html(matrix).encode("utf-8")),
+        (args.markdown, lambda: compare_markdown(matrix).encode("utf-8")),
+        (args.json, lambda: dumps_json(matrix))]
+    if all(path is None for path, _ in outputs):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(compare_markdown(matrix).encode("utf-8"))  # whatever the locale
+        return EXIT_OK
+    for path, render in outputs:
+        if path is None:
+            continue
+        try:
+            write_atomic(Path(path), render())
+        except OSError as error:
+            print(f"stomp-conformance: cannot write {path}: {error.strerror or error}",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        print(f"wrote {path}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from conformance.fuzz.command import fuzz_command  # the fuzzer loads only when used
+
+    return fuzz_command(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from conformance.fuzz.command import replay_command
+
+    return replay_command(args)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from conformance.fuzz.probes import probe_command  # loads only when used
+
+    return probe_command(args)
+
+
 def _heartbeat(value: str) -> tuple[int, int]:
     match = HEART_BEAT.match(value)
     if match is None:
@@ -355,6 +412,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--tls-no-verify", action="store_true", help="do not verify the broker")
     run.add_argument("--json", metavar="PATH", help="write the JSON report to PATH")
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH")
+    run.add_argument("--html", metavar="PATH", help="write the single-file HTML report to PATH")
+    run.add_argument("--markdown", metavar="PATH",
+                     help="write a Markdown summary (for a pull-request comment) to PATH")
     run.add_argument("--baseline", metavar="PATH",
                      help="an earlier JSON report: exit 1 only on regressions (cases that "
                           "passed there and fail now), and list new passes")
@@ -377,6 +437,111 @@ def parser() -> argparse.ArgumentParser:
                         help="break one statement on purpose (repeatable; see --list-faults)")
     broker.add_argument("--list-faults", action="store_true", help="list the faults and exit")
     broker.set_defaults(run=_broker)
+
+    def broker_flags(verb: argparse.ArgumentParser, default_profile: str | None, *,
+                     deadline: bool = True) -> None:
+        """The target of fuzz, replay and probe: loopback only unless --allow-remote."""
+        verb.add_argument("--broker", metavar="URL",
+                          help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT; only "
+                               "loopback addresses unless --allow-remote (default: the "
+                               "reference broker, started in this process)")
+        verb.add_argument("--allow-remote", action="store_true",
+                          help="send to a broker that is not on this machine")
+        verb.add_argument("--login")
+        verb.add_argument("--passcode")
+        verb.add_argument("--vhost", help="the value of CONNECT's host header")
+        verb.add_argument("--profile", default=default_profile,
+                          help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
+        verb.add_argument("--fault", action="append", metavar="NAME",
+                          help="with no --broker: switch on a fault of the embedded reference "
+                               "broker (repeatable; see broker --list-faults)")
+        if deadline:
+            verb.add_argument("--deadline", type=_seconds, default=2.0,
+                              help="seconds an input may take (default 2)")
+        verb.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
+        verb.add_argument("--tls-cert", metavar="FILE", help="client certificate")
+        verb.add_argument("--tls-key", metavar="FILE", help="client key")
+        verb.add_argument("--tls-no-verify", action="store_true",
+                          help="do not verify the broker")
+
+    fuzz = verbs.add_parser(
+        "fuzz", help="fuzz a broker with grammar-driven input",
+        description="Send inputs built from the spec's grammar (valid sessions and inputs that "
+                    "each break one rule) to a broker, judge each answer, probe that it stays "
+                    "alive, and save each finding (reproducer, answer, grade, YAML case) in "
+                    "--corpus DIR as it is found. A campaign stopped at any point resumes from "
+                    "DIR. Exit 1 when a finding is graded failed, 0 otherwise.")
+    broker_flags(fuzz, "reference")
+    fuzz.add_argument("--time", default="60s", metavar="DURATION",
+                      help="how long to fuzz: 90s, 10m, 1h (default 60s)")
+    fuzz.add_argument("--seed", type=int, help="the campaign's seed (default: a random one)")
+    fuzz.add_argument("--corpus", default="fuzz-campaign", metavar="DIR",
+                      help="the campaign folder: state, corpus, findings (default "
+                           "./fuzz-campaign; an existing campaign there is resumed)")
+    fuzz.add_argument("--jobs", type=_positive, default=16,
+                      help="inputs under way at once (default 16)")
+    fuzz.add_argument("--minimise", type=float, default=10.0, metavar="SECONDS",
+                      help="seconds spent minimising each finding (default 10; 0: none)")
+    fuzz.add_argument("--stomp-version", action="append", choices=VERSIONS,
+                      help="fuzz this version only (repeatable; default: the profile's)")
+    fuzz.add_argument("--mutation", action="append", metavar="NAME",
+                      help="use only this mutation (repeatable; default: all)")
+    fuzz.add_argument("--generator", default="grammar", help="what draws the inputs "
+                      "(default grammar)")
+    fuzz.add_argument("--results", metavar="DIR",
+                      help="write JSON Lines finding records for the pipeline into "
+                           "DIR/findings.jsonl")
+    fuzz.set_defaults(run=_fuzz)
+
+    again = verbs.add_parser(
+        "replay", help="replay a fuzz finding",
+        description="Send a finding's reproducer again and judge the answer. Without "
+                    "--broker, against the broker it was found on (the embedded one with the "
+                    "same faults). Exit 1 when it reproduces, 0 when it does not.")
+    again.add_argument("finding", metavar="FINDING.json")
+    broker_flags(again, None)
+    again.add_argument("--times", type=_positive, default=1,
+                       help="how many times to send it (default 1)")
+    again.set_defaults(run=_replay)
+
+    probing = verbs.add_parser(
+        "probe", help="probe a broker's size limits and its handling of cut, slow and "
+                      "batched frames",
+        description="Find the broker's header count, header line and body limits (grown, "
+                    "then bisected to the exact value), send frames cut at every octet, "
+                    "dribble a frame an octet at a time, and write many frames at once; "
+                    "each probe gets a verdict. Exit 1 when a verdict is failed, 0 otherwise.")
+    broker_flags(probing, "reference", deadline=False)
+    probing.add_argument("--probe", action="append", metavar="NAME",
+                         help="run this probe only (repeatable): header-count, header-line, "
+                              "body, split, slow-loris, many-frames (default: all)")
+    probing.add_argument("--stomp-version", choices=VERSIONS, default="1.2")
+    probing.add_argument("--budget", type=_seconds, default=60.0,
+                         help="seconds each probe may take (default 60)")
+    probing.add_argument("--within", type=_seconds, default=5.0,
+                         help="seconds an answer may take (default 5)")
+    probing.add_argument("--slow-budget", type=_seconds, default=40.0,
+                         help="seconds slow-loris dribbles each of its two frames (default 40)")
+    probing.add_argument("--slow-interval", type=_seconds, default=1.0,
+                         help="seconds between the octets slow-loris sends (default 1)")
+    probing.add_argument("--json", action="store_true",
+                         help="print the verdicts as JSON on stdout, nothing else")
+    probing.set_defaults(run=_probe)
+    add_pipeline(verbs)
+
+    matrix = verbs.add_parser(
+        "compare", help="compare JSON reports: brokers x case runs",
+        description="Compare JSON reports of several brokers (or runs) case run by case run. "
+                    "With none of --html, --markdown and --json, print the Markdown on stdout.")
+    matrix.add_argument("reports", nargs="+", metavar="REPORT.json")
+    matrix.add_argument("--html", metavar="PATH", help="write the HTML matrix to PATH")
+    matrix.add_argument("--markdown", metavar="PATH", help="write the Markdown matrix to PATH")
+    matrix.add_argument("--json", metavar="PATH",
+                        help="write the outcomes alone (broker x id@version) as JSON to PATH")
+    matrix.add_argument("--not-run", metavar="NAME=REASON", type=_not_run, action="append",
+                        default=[], help="name a broker that could not be run, and why "
+                                         "(repeatable); the outputs say so")
+    matrix.set_defaults(run=_compare)
 
     verbs_with_cases.append(("coverage", _coverage, verbs.add_parser(
         "coverage", help="statements x cases: what the catalogue covers",

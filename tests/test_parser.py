@@ -290,6 +290,82 @@ def test_limits_are_validated() -> None:
         Limits(max_body=0)
 
 
+# -- regressions the atheris harnesses of fuzz/ found ------------------------------------------
+
+TINY = Limits(max_headers=2, max_header_line=40, max_body=10, max_frame=120)
+
+
+def outcome(data: bytes, chunks: list[bytes], *, limits: Limits = TINY,
+            version: str = "1.2") -> tuple[list[str], str | None]:
+    """Commands of the frames read, and the error class that stopped the parser."""
+    parser = Parser(limits=limits, version=version)  # type: ignore[arg-type]
+    commands: list[str] = []
+    try:
+        for chunk in chunks:
+            commands += [e.command for e in parser.feed(chunk) if isinstance(e, Frame)]
+    except StompError as error:
+        return commands, type(error).__name__
+    return commands, None
+
+
+def test_a_body_over_the_limit_is_refused_however_it_arrives() -> None:
+    # Without content-length, a body and its NUL in one read used to pass the body limit
+    # that the same bytes read one at a time hit.
+    data = b"SEND\n\n" + b"x" * 11 + b"\x00"
+    assert outcome(data, [data]) == outcome(data, bytewise(data)) == ([], "BodyTooLarge")
+    fits = b"SEND\n\n" + b"x" * 10 + b"\x00"
+    assert outcome(fits, [fits]) == outcome(fits, bytewise(fits)) == (["SEND"], None)
+
+
+@pytest.mark.parametrize("digits", ["9" * 5_000, "1" + "0" * 30])
+def test_a_content_length_of_thousands_of_digits_is_a_limit_not_a_crash(digits: str) -> None:
+    # int() raised ValueError past 4,300 digits: an error outside the codec's family.
+    data = f"SEND\ncontent-length:{digits}\n\n".encode()
+    for limits in (Limits(max_header_line=10_000, max_body=10), Limits()):
+        with pytest.raises(BodyTooLarge):
+            Parser(limits=limits).feed(data)
+
+
+def test_leading_zeros_of_a_content_length_count_for_nothing() -> None:
+    data = b"SEND\ncontent-length:" + b"0" * 5_000 + b"3\n\nabc\x00"
+    (frame,) = Parser(limits=Limits(max_header_line=10_000, max_body=10)).feed(data)
+    assert frame.body == b"abc"
+
+
+def test_the_header_limit_counts_headers_not_the_command_line() -> None:
+    # An unfinished header block counted the command's LF as a header: a frame with exactly
+    # max_headers headers failed when read in pieces and passed when read whole.
+    data = b"SEND\na:1\nb:2\n\n\x00"
+    assert outcome(data, [data]) == outcome(data, bytewise(data)) == (["SEND"], None)
+    over = b"SEND\na:1\nb:2\nc:3\n\n\x00"
+    assert outcome(over, [over]) == ([], "HeaderCountExceeded")
+    assert outcome(over, bytewise(over)) == ([], "HeaderCountExceeded")
+
+
+def test_an_unfinished_header_block_is_bounded_by_the_frame_limit() -> None:
+    # Each line within max_header_line and their count within max_headers, the block still
+    # grew to max_headers * max_header_line octets, past max_frame.
+    limits = Limits(max_headers=1_000, max_header_line=40, max_body=10, max_frame=120)
+    parser = Parser(limits=limits)
+    with pytest.raises(FrameTooLarge):
+        for _ in range(100):
+            parser.feed(b"k:" + b"v" * 30 + b"\n")
+            assert parser.buffered <= limits.max_frame + 33
+
+
+@pytest.mark.parametrize(("data", "statement"), [
+    (b"SEND\nk:\xff\n\n\x00", "frames.header-grammar-v10"),
+    (b"SE\xffND\n\n\x00", "frames.command-grammar-v10"),
+])
+def test_octets_that_are_not_utf8_break_the_1_0_grammar(data: bytes, statement: str) -> None:
+    # STOMP 1.0 names no encoding (value-encoding.utf8 is a 1.1 statement): its grammar
+    # allows US-ASCII CHARs only. Read as UTF-8 (a leniency), invalid octets break it.
+    with pytest.raises(EncodingError) as caught:
+        Parser(version="1.0").feed(data)
+    assert caught.value.statement == statement
+    assert Parser(version="1.0").feed(b"SEND\nk:caf\xc3\xa9\n\n\x00")[0].get("k") == "caf\u00e9"
+
+
 # -- the spec's own example frames ------------------------------------------------------------
 
 def spec_examples(version: str) -> list[bytes]:

@@ -42,8 +42,8 @@ ERROR = (b"ERROR\nmessage:<script>alert(1)</script>\ncontent-type:text/plain\n\n
          b"bad ]]> frame <script>alert(1)</script>\x00")
 SERVER = {"server": "RabbitMQ/3.12.0", "version": "1.2"}
 RECORD_KEYS = {"schema_version", "kind", "run_id", "timestamp", "tool_version", "broker_id",
-               "case_id", "version", "statements", "area", "level", "outcome", "duration_ms",
-               "message"}
+               "broker_server", "case_id", "version", "statements", "area", "level", "outcome",
+               "duration_ms", "message"}
 
 
 @pytest.fixture
@@ -310,7 +310,7 @@ def test_junit_survives_hostile_text(target: Target) -> None:
 def test_records_one_flat_line_per_result(target: Target, tmp_path: Path) -> None:
     when = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
     path = write_records(tmp_path / "records", results(), target=target, run_id="ab12cd34",
-                         tool_version="0.1.0", when=when)
+                         tool_version="0.1.0", when=when, server="RabbitMQ/3.12.1")
     assert path == tmp_path / "records" / "results-ab12cd34.jsonl"
     assert_no_secret(path)
     lines = path.read_text("ascii").splitlines()
@@ -321,7 +321,8 @@ def test_records_one_flat_line_per_result(target: Target, tmp_path: Path) -> Non
     assert first == {
         "schema_version": 1, "kind": "case_result", "run_id": "ab12cd34",
         "timestamp": "2024-05-01T12:00:00.123Z", "tool_version": "0.1.0",
-        "broker_id": "rabbitmq@127.0.0.1:61613", "case_id": "frames.passed", "version": "1.2",
+        "broker_id": "rabbitmq@127.0.0.1:61613", "broker_server": "RabbitMQ/3.12.1",
+        "case_id": "frames.passed", "version": "1.2",
         "statements": ["frames.nul-terminated"], "area": "frames", "level": "must",
         "outcome": "passed", "duration_ms": 12.5, "message": ""}
     assert error["outcome"] == "error" and "***" in error["message"]
@@ -360,6 +361,25 @@ def test_report_writer_writes_every_file_on_run_finished(target: Target,
         assert_no_secret(path)
     assert json.loads((tmp_path / "r.json").read_text("utf-8"))["tool"]["version"] == "9.9"
     xmlschema.XMLSchema(XSD).validate(str(tmp_path / "r.xml"))
+
+
+def test_report_writer_writes_the_page_and_summary_without_the_passcode(
+        target: Target, tmp_path: Path) -> None:
+    writer = ReportWriter(run_id="run2", json_path=tmp_path / "r.json",
+                          html_path=tmp_path / "r.html", markdown_path=tmp_path / "r.md")
+    writer(RunStarted(target, total=8))
+    writer(RunFinished(results(), duration=2.0, server=SERVER))
+    assert writer.written == [tmp_path / "r.json", tmp_path / "r.html", tmp_path / "r.md"]
+    for path in writer.written:
+        assert_no_secret(path)
+    page = (tmp_path / "r.html").read_text("utf-8")
+    for outcome in Outcome:  # a row of each, and the broker's markup as text
+        assert f'data-outcome="{outcome.value}" data-area=' in page
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    summary = (tmp_path / "r.md").read_text("utf-8")
+    assert "**Inconclusive" not in summary and "**Not conformant: 1 case run broke a MUST.**" \
+        in summary
+    assert "- STOMP 1.2: MUST 1/4" in summary  # passed of those that ran at 1.2
 
 
 def test_the_xsd_is_strict_enough_to_matter() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.codec import Frame, Parser, validate_server_frame
+from conformance.spec import catalogue
 
 
 def statements(frame: Frame, **context: object) -> list[str]:
@@ -79,3 +80,34 @@ def test_parsed_frames_keep_their_offset_on_violations() -> None:
     (_, frame) = Parser().feed(b"\nRECEIPT\n\n\x00")
     (violation,) = validate_server_frame(frame, version="1.2")  # type: ignore[arg-type]
     assert violation.offset == 1 and "receipt-id" in str(violation)
+
+
+# -- regressions the atheris harness fuzz/validator.py found ------------------------------------
+
+@pytest.mark.parametrize("offered", [None, ["1.0"], ["1.1"], ["1.1", "1.2"]])
+def test_a_1_0_connected_is_not_judged_by_the_negotiation_of_1_1(
+        offered: list[str] | None) -> None:
+    # negotiation.highest-common, connected.version-required and the heart-beat and server
+    # rules are 1.1 and 1.2 statements: citing them for a 1.0 session named a rule that
+    # does not exist in that version.
+    frame = Frame("CONNECTED", {"version": "9.9", "heart-beat": "x", "server": "/bad"})
+    assert statements(frame, version="1.0", offered=offered) == []
+    assert statements(Frame("CONNECTED"), version="1.0", offered=offered) == []
+
+
+def test_1_0_has_no_body_rule_for_the_validator_either() -> None:
+    frame = Frame("RECEIPT", {"receipt-id": "1"}, b"body")
+    assert statements(frame, version="1.0") == []
+    assert statements(frame, version="1.1") == ["body.forbidden-frames"]
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+def test_every_cited_statement_exists_in_the_version_judged(version: str) -> None:
+    bad = [Frame("CONNECTED", {"version": "9.9", "heart-beat": "x", "server": "/"}, b"b"),
+           Frame("CONNECTED"), Frame("MESSAGE", {"content-type": "x"}, b"m"),
+           Frame("RECEIPT", {}, b"b"), Frame("ERROR", {}, b"e"), Frame("SEND")]
+    known = catalogue()
+    for frame in bad:
+        for cited in statements(frame, version=version, offered=["1.1"],
+                                ack_modes={"": "client"}):
+            assert cited in known and version in known[cited].versions, (frame, cited)

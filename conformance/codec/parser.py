@@ -11,6 +11,15 @@ Two modes. Strict: the first broken statement raises a ProtocolViolation naming 
 Observing (strict=False): broken statements are recorded on the Frame's `violations` and
 parsing goes on, because the suite must both reject bad frames and report all of them.
 Limits raise in both modes: they protect this process, they are not the peer's grade.
+
+Leniencies, each on purpose (the differential fuzzer, fuzz/differential.py, reports where a
+stricter peer parser takes the letter of the spec instead):
+- A CR LF between frames is an EOL in every version (see `_parse`).
+- STOMP 1.0's grammar allows US-ASCII CHARs in commands and headers; they are read as UTF-8,
+  as 1.1 and brokers in the field write them. Octets that are not UTF-8 either break the
+  1.0 grammar (frames.header-grammar-v10, frames.command-grammar-v10).
+- Commands are those of every version: NACK and STOMP, which 1.0 lacks, are left to the
+  session, which knows what was negotiated.
 """
 
 from __future__ import annotations
@@ -95,6 +104,11 @@ class Parser:
         self._line_start = 0   # partial header block: start of its unfinished line
         self._head: _Head | None = None
         self._need = 0         # buffer length below which nothing new can complete
+        # While a header block or a body of unknown length is unfinished, nothing completes
+        # without the octet `_wait` (the LF of an EOL, the NUL), and no limit is reached
+        # while the buffer is at most `_room` long: a read that brings neither is only kept.
+        self._wait = b""
+        self._room = -1
         self._error: StompError | None = None
 
     @property
@@ -128,8 +142,9 @@ class Parser:
         if self._error is not None:
             raise self._error
         self._buf += data
-        if len(self._buf) < self._need:  # a body of known length still arriving
-            return []
+        size = len(self._buf)
+        if size < self._need or (size <= self._room and self._wait not in data):
+            return []  # a body of known length still arriving, or no octet awaited
         out: list[Event] = []
         try:
             self._parse(out)
@@ -146,6 +161,7 @@ class Parser:
             self._counted = max(self._counted - pos, 0)
             self._line_start = max(self._line_start - pos, 0)
             self._need = max(self._need - pos, 0)
+            self._room -= pos
             if self._head is not None:
                 self._head.start -= pos
                 self._head.body_start -= pos
@@ -175,6 +191,7 @@ class Parser:
         buf = self._buf
         n = len(buf)
         pos = self._pos
+        self._room = -1
         while True:
             head = self._head
             if head is None:
@@ -196,7 +213,10 @@ class Parser:
                     self._scan = pos
                     return
                 parsed = self._read_head(pos, n)
-                if parsed is None:
+                if parsed is None:  # the limits _check_partial_head applies, until an LF
+                    self._wait = b"\n"
+                    self._room = min(self._line_start + self.limits.max_header_line,
+                                     pos + self._max_frame)
                     return
                 if isinstance(parsed, Frame):  # the whole frame was there: the fast path
                     out.append(parsed)
@@ -205,6 +225,10 @@ class Parser:
                 head = self._head = parsed
             stop = self._read_body(head, n)
             if stop < 0:
+                if head.length is None:  # the limits _read_body applies, until a NUL
+                    self._wait = b"\x00"
+                    self._room = min(head.body_start + self.limits.max_body,
+                                     head.start + self._max_frame)
                 return
             out.append(self._frame(head.command, head.headers, head.violations, head.start,
                                    head.body_start, stop))
@@ -214,6 +238,9 @@ class Parser:
     def _frame(self, command: str, headers: list[tuple[str, str]], violations: list[Violation],
                start: int, body_start: int, stop: int) -> Frame:
         """The Frame whose octets are buf[start:stop + 1], its NUL at `stop`."""
+        if stop - body_start > self.limits.max_body:  # read up to its NUL, all in one go
+            raise BodyTooLarge(f"body of {stop - body_start} octets exceeds the limit of "
+                               f"{self.limits.max_body}", offset=self._base + body_start)
         if stop + 1 - start > self._max_frame:
             raise FrameTooLarge(f"frame of {stop + 1 - start} octets exceeds the limit of "
                                 f"{self._max_frame}", offset=self._base + start)
@@ -260,7 +287,11 @@ class Parser:
         try:
             text = block.decode("utf-8")
         except UnicodeDecodeError as error:
-            self._violate(violations, EncodingError, "value-encoding.utf8",
+            # 1.0 names no encoding; its grammar allows US-ASCII CHARs, which these are not.
+            rule = ("value-encoding.utf8" if self._version != "1.0" else
+                    "frames.header-grammar" if b"\n" in block[:error.start] else
+                    "frames.command-grammar")
+            self._violate(violations, EncodingError, rule,
                           "command or header is not valid UTF-8", pos + error.start)
             text = block.decode("utf-8", "replace")
         lines = text.split("\n")
@@ -294,6 +325,12 @@ class Parser:
                               f"content-length {length[:40]!r} is not an octet count",
                               body_start)
             else:
+                if len(length) > 18:  # int() raises ValueError past 4,300 digits
+                    length = length.lstrip("0") or "0"
+                    if len(length) > len(str(limits.max_body)):
+                        raise BodyTooLarge(f"content-length of {len(length)} digits exceeds "
+                                           f"the body limit of {limits.max_body}",
+                                           offset=self._base + pos)
                 size = int(length)
                 if size > limits.max_body:
                     raise BodyTooLarge(f"content-length {size} exceeds the body limit of "
@@ -356,9 +393,13 @@ class Parser:
             raise HeaderLineTooLong(f"header line longer than the limit of "
                                     f"{limits.max_header_line} octets and not ended",
                                     offset=self._base + self._line_start)
-        if self._lines > limits.max_headers:
+        if self._lines - 1 > limits.max_headers:  # the command line's LF is no header
             raise HeaderCountExceeded(f"more than {limits.max_headers} headers",
                                       offset=self._base + pos)
+        if n - pos > self._max_frame:  # many lines, each within its limit
+            raise FrameTooLarge(f"header block longer than the frame limit of "
+                                f"{self._max_frame} octets and not ended",
+                                offset=self._base + pos)
 
     def _read_body(self, head: _Head, n: int) -> int:
         """The index of the NUL that ends `head`'s body, or -1 while it is incomplete."""

@@ -41,10 +41,13 @@ def validate_server_frame(frame: Frame, *, version: Version,
         for name, statement in SERVER_REQUIRED_HEADERS[command][version]:
             if name not in frame:
                 violate(statement, f"{command} without the required {name!r} header")
-    if frame.body and command not in BODY_COMMANDS:
+    # STOMP 1.0 has no body rule, and no negotiation: its CONNECTED carries no version,
+    # heart-beat or server header to judge.
+    if frame.body and command not in BODY_COMMANDS and version != "1.0":
         violate("body.forbidden-frames", f"a {command} frame must not have a body")
     if command == "CONNECTED":
-        _check_connected(frame, offered, violate)
+        if version != "1.0":
+            _check_connected(frame, offered, violate)
     elif command == "MESSAGE" and version == "1.2" and ack_modes:
         mode = ack_modes.get(frame.get("subscription") or "")
         if mode in ("client", "client-individual") and "ack" not in frame:
@@ -65,6 +68,7 @@ def validate_server_frame(frame: Frame, *, version: Version,
 
 def _check_connected(frame: Frame, offered: Sequence[str] | None,
                      violate: Callable[[str, str], None]) -> None:
+    """The version chosen, the heart-beat and server headers (STOMP 1.1 and 1.2)."""
     chosen = frame.get("version")
     if chosen is None:
         # No version header means the server chose 1.0, which only a 1.0 offer allows.

@@ -1,5 +1,40 @@
 """Result records for the Spark pipeline (DESIGN.md, 'Result records'): JSON Lines, one flat
-record per case execution, no transcript (the JSON report keeps those)."""
+record per case execution, no transcript (the JSON report keeps those); and one flat record
+per fuzz finding (`stomp-conformance fuzz --results DIR` writes DIR/findings.jsonl).
+
+A fuzz-finding record (`finding_record`; the fields and their types are FINDING_FIELDS,
+those that may be null FINDING_NULLABLE):
+    schema_version      int    1
+    kind                str    "fuzz_finding"
+    campaign_id         str    the campaign (its folder's state.json)
+    finding_id          str    KIND-HASH: stable for a signature, names the finding file
+    timestamp           str    when it was found (ISO 8601 UTC, ms, Z)
+    tool_version        str
+    broker_id           str    PROFILE@HOST:PORT, or reference@embedded[+FAULT,...]
+    broker_server       str?   CONNECTED's server header, when the broker sent one
+    generator           str    what drew the input ("grammar"; others may be added)
+    classification      str    the anomaly: accepted-silently, error-without-close, crash...
+    statement           str    the statement id it breaks (in the version's wording)
+    grade               str    failed | non-strict | informational
+    mutation            str    the rule the input broke, or valid:FEATURE for valid input
+    version             str    STOMP version of the session
+    expect              str    what the spec required: valid | error | limit
+    detail              str    one line: what was seen
+    ended               str    how the exchange ended ("ERROR, open", "RECEIPT", ...)
+    input_octets        int    size of the (minimised) reproducer
+    original_octets     int    size of the input as first found
+    response_octets     int    octets of the broker's answer kept (at most 64 KiB)
+    minimised           bool
+    confirmed           bool?  shown again when sent again (null: not tried yet)
+    hits                int    inputs that showed it
+    seed                int    the campaign's seed
+    input_index         int    the input's number in the campaign
+    found_after_s       float  seconds of fuzzing before it was found
+    found_after_inputs  int    inputs judged before it was found
+    replay              str    the command that replays it
+    input               str    the reproducer's first INPUT_LIMIT octets, one character per
+                               octet (latin-1): the pipeline buckets findings by its shape
+"""
 
 from __future__ import annotations
 
@@ -10,11 +45,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conformance.report.files import write_atomic
-from conformance.report.scrub import scrub
+from conformance.report.scrub import Scrubber, scrub
 from conformance.results import CaseResult
 
 if TYPE_CHECKING:
     from conformance.engine import Target
+    from conformance.fuzz.findings import Finding
 
 SCHEMA_VERSION = 1
 KIND = "case_result"
@@ -29,13 +65,18 @@ def timestamp(when: datetime | None = None) -> str:
 
 
 def case_records(results: list[CaseResult], *, target: Target, run_id: str,
-                 tool_version: str, when: datetime | None = None) -> list[dict[str, Any]]:
-    """One flat record per result, passcode scrubbed out; all share the run's timestamp."""
+                 tool_version: str, when: datetime | None = None,
+                 server: str | None = None) -> list[dict[str, Any]]:
+    """One flat record per result, passcode scrubbed out; all share the run's timestamp.
+    `server` is CONNECTED's server header (the broker build: the pipeline's flaky cases are
+    mixed outcomes of one build), None when the broker sent none."""
     stamp = timestamp(when)
     broker_id = f"{target.profile.name}@{target.address.display}"
+    build = None if server is None else Scrubber(target.credentials[1]).text(server)
     return [{
         "schema_version": SCHEMA_VERSION, "kind": KIND, "run_id": run_id, "timestamp": stamp,
-        "tool_version": tool_version, "broker_id": broker_id, "case_id": r.id,
+        "tool_version": tool_version, "broker_id": broker_id, "broker_server": build,
+        "case_id": r.id,
         "version": r.version, "statements": list(r.statements), "area": r.area,
         "level": r.level, "outcome": r.outcome.value, "duration_ms": round(r.duration_ms, 3),
         "message": r.message,
@@ -43,7 +84,8 @@ def case_records(results: list[CaseResult], *, target: Target, run_id: str,
 
 
 def write_records(folder: Path | str, results: list[CaseResult], *, target: Target,
-                  run_id: str, tool_version: str, when: datetime | None = None) -> Path:
+                  run_id: str, tool_version: str, when: datetime | None = None,
+                  server: str | None = None) -> Path:
     """Write `results-<run_id>.jsonl` into `folder` (created if needed) atomically and
     return its path. `when` defaults to now."""
     if not _RUN_ID.fullmatch(run_id):
@@ -53,6 +95,70 @@ def write_records(folder: Path | str, results: list[CaseResult], *, target: Targ
     # ASCII with \u escapes: a stray surrogate in a message cannot make the file unreadable.
     lines = [json.dumps(record, ensure_ascii=True) + "\n"
              for record in case_records(results, target=target, run_id=run_id,
-                                        tool_version=tool_version, when=when)]
+                                        tool_version=tool_version, when=when,
+                                        server=server)]
+    write_atomic(path, "".join(lines).encode("ascii"))
+    return path
+
+
+FINDING_KIND = "fuzz_finding"
+#: Field -> type of a fuzz-finding record (the pipeline builds its schema from this).
+FINDING_FIELDS: dict[str, type] = {
+    "schema_version": int, "kind": str, "campaign_id": str, "finding_id": str,
+    "timestamp": str, "tool_version": str, "broker_id": str, "broker_server": str,
+    "generator": str, "classification": str, "statement": str, "grade": str,
+    "mutation": str, "version": str, "expect": str, "detail": str, "ended": str,
+    "input_octets": int, "original_octets": int, "response_octets": int, "minimised": bool,
+    "confirmed": bool, "hits": int, "seed": int, "input_index": int, "found_after_s": float,
+    "found_after_inputs": int, "replay": str, "input": str,
+}
+FINDING_NULLABLE: frozenset[str] = frozenset({"broker_server", "confirmed"})
+FINDINGS_FILE = "findings.jsonl"
+#: Octets of the reproducer a record keeps (its file keeps them all).
+INPUT_LIMIT = 4096
+
+
+def finding_record(finding: Finding, *, path: str = "",
+                   server: str | None = None) -> dict[str, Any]:
+    """The flat record of a finding (`path`: its file, for the replay command; `server`:
+    CONNECTED's server header). Holds no credential: a finding never has one."""
+    fuzz = finding.input
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "kind": FINDING_KIND,
+        "campaign_id": finding.campaign, "finding_id": finding.id,
+        "timestamp": finding.found_at, "tool_version": finding.tool_version,
+        "broker_id": finding.broker.id, "broker_server": server,
+        "generator": finding.generator, "classification": finding.kind.value,
+        "statement": finding.statement, "grade": finding.grade.value,
+        "mutation": fuzz.mutation, "version": fuzz.version, "expect": fuzz.expect.value,
+        "detail": " ".join(finding.detail.split()), "ended": finding.ended,
+        "input_octets": len(fuzz.data), "original_octets": finding.original_octets,
+        "response_octets": len(finding.response), "minimised": finding.minimised,
+        "confirmed": finding.confirmed, "hits": finding.hits, "seed": finding.seed,
+        "input_index": finding.index, "found_after_s": round(finding.found_after_s, 3),
+        "found_after_inputs": finding.found_after_inputs,
+        "replay": finding.replay_command(path) if path else "",
+        "input": fuzz.data[:INPUT_LIMIT].decode("latin-1"),
+    }
+    return record
+
+
+def write_finding_records(folder: Path | str, records: list[dict[str, Any]],
+                          campaign_id: str) -> Path:
+    """Write the records of campaign `campaign_id` into `folder`/findings.jsonl atomically,
+    keeping the lines of other campaigns already there; return its path."""
+    path = Path(folder) / FINDINGS_FILE
+    kept: list[str] = []
+    try:
+        for line in path.read_text(encoding="ascii", errors="replace").splitlines():
+            try:
+                other = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(other, dict) and other.get("campaign_id") != campaign_id:
+                kept.append(line + "\n")
+    except FileNotFoundError:
+        pass
+    lines = kept + [json.dumps(r, ensure_ascii=True) + "\n" for r in records]
     write_atomic(path, "".join(lines).encode("ascii"))
     return path

@@ -83,6 +83,48 @@ SERVER_REQUIRED_HEADERS: Final[dict[str, dict[Version, tuple[tuple[str, str], ..
     "ERROR": {v: () for v in VERSIONS},
 }
 
+#: Headers a client frame must carry, per version, with the statement that requires each
+#: ("Frames and Headers" in 1.2; the command sections of 1.1 and 1.0). 1.0's UNSUBSCRIBE
+#: takes `id` or `destination`: destination is listed. NACK and STOMP are not in 1.0.
+CLIENT_REQUIRED_HEADERS: Final[dict[str, dict[Version, tuple[tuple[str, str], ...]]]] = {
+    "CONNECT": {"1.0": (),
+                "1.1": (("accept-version", "connect.required-headers"),
+                        ("host", "connect.required-headers")),
+                "1.2": (("accept-version", "connect.required-headers"),
+                        ("host", "connect.required-headers"))},
+    "STOMP": {"1.1": (("accept-version", "connect.required-headers"),
+                      ("host", "connect.required-headers")),
+              "1.2": (("accept-version", "connect.required-headers"),
+                      ("host", "connect.required-headers"))},
+    "SEND": {"1.0": (("destination", "send.destination-required-v10"),),
+             "1.1": (("destination", "send.destination-required"),),
+             "1.2": (("destination", "send.destination-required"),)},
+    "SUBSCRIBE": {"1.0": (("destination", "subscribe.destination-required-v10"),),
+                  "1.1": (("destination", "subscribe.destination-required"),
+                          ("id", "subscribe-id.required-v11")),
+                  "1.2": (("destination", "subscribe.destination-required"),
+                          ("id", "subscribe-id.required"))},
+    "UNSUBSCRIBE": {"1.0": (("destination", "unsubscribe.id-or-destination-v10"),),
+                    "1.1": (("id", "unsubscribe.id-matches-v11"),),
+                    "1.2": (("id", "unsubscribe.id-required"),)},
+    "ACK": {"1.0": (("message-id", "ack.message-id-required-v10"),),
+            "1.1": (("message-id", "ack.id-required-v11"), ("subscription", "ack.id-required-v11")),
+            "1.2": (("id", "ack.id-required"),)},
+    "NACK": {"1.1": (("message-id", "nack.id-required-v11"),
+                     ("subscription", "nack.id-required-v11")),
+             "1.2": (("id", "nack.id-required"),)},
+    "BEGIN": {"1.0": (("transaction", "begin.transaction-required-v10"),),
+              "1.1": (("transaction", "begin.transaction-required"),),
+              "1.2": (("transaction", "begin.transaction-required"),)},
+    "COMMIT": {"1.0": (("transaction", "commit.transaction-required-v10"),),
+               "1.1": (("transaction", "commit.transaction-required-v11"),),
+               "1.2": (("transaction", "commit.transaction-required"),)},
+    "ABORT": {"1.0": (("transaction", "abort.transaction-required-v10"),),
+              "1.1": (("transaction", "abort.transaction-required-v11"),),
+              "1.2": (("transaction", "abort.transaction-required"),)},
+    "DISCONNECT": {v: () for v in VERSIONS},
+}
+
 #: Ack modes of SUBSCRIBE: "The valid values for the ack header are auto, client, or
 #: client-individual. If the header is not set, it defaults to auto." (1.0: auto, client.)
 ACK_MODES: Final[dict[Version, frozenset[str]]] = {

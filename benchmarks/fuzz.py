@@ -1,0 +1,138 @@
+"""Fuzzing speed, one run, 127.0.0.1 only.
+
+- atheris on the codec: the harness fuzz/parser.py under libFuzzer for --atheris-time
+  seconds in a child process (a scratch corpus first, the shipped seeds after it); its
+  executions per second are read off libFuzzer's final stats. Goal: 20,000/s on one core.
+- the network fuzzer: `stomp-conformance fuzz` (grammar inputs, every one on a fresh
+  connection, liveness probes included, no minimising) for --time seconds against
+  * the reference broker embedded in the fuzzer's own process (what `fuzz` does with no
+    --broker: one core for both),
+  * the reference broker in a process of its own (`stomp-conformance broker`),
+  * RabbitMQ, only when something answers STOMP as RabbitMQ on 127.0.0.1:61613 (guest/
+    guest, host /); it is never installed or started here.
+  inputs/s is the campaign's inputs over its fuzzing time, from its state file. Goal: 1,000
+  inputs/s against the reference broker.
+Prints each figure, its ratio to the goal and the ratio reference / RabbitMQ.
+
+    python benchmarks/fuzz.py [--time S] [--atheris-time S] [--jobs N] [--skip-atheris]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+RABBITMQ_PORT = 61613
+ATHERIS_GOAL = 20_000
+NETWORK_GOAL = 1_000
+
+
+def atheris_rate(seconds: int) -> float | None:
+    """libFuzzer's executions per second on fuzz/parser.py (None: atheris cannot run)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "fuzz" / "parser.py"), f"-max_total_time={seconds}",
+             "-print_final_stats=1", scratch, str(ROOT / "fuzz" / "corpus" / "parser")],
+            capture_output=True, text=True, timeout=seconds + 120, cwd=ROOT)
+    found = re.search(r"stat::average_exec_per_sec:\s*(\d+)", done.stderr) or \
+        re.findall(r"exec/s: (\d+)", done.stderr)
+    if isinstance(found, re.Match):
+        return float(found.group(1))
+    if found:
+        return float(found[-1])
+    tail = done.stderr.strip().splitlines()[-3:]
+    print(f"  atheris did not report a rate (exit {done.returncode}): {' | '.join(tail)}")
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def answers_as_rabbitmq(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=2) as s:
+            s.settimeout(3)
+            s.sendall(b"CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00")
+            answer = s.recv(4096)
+    except OSError:
+        return False
+    return answer.startswith(b"CONNECTED") and b"RabbitMQ" in answer
+
+
+def campaign_rate(seconds: float, jobs: int, flags: list[str]) -> tuple[float, int, int]:
+    """(inputs/s, inputs, probes) of one `stomp-conformance fuzz` run."""
+    with tempfile.TemporaryDirectory() as folder:
+        done = subprocess.run(
+            [sys.executable, "-m", "conformance", "fuzz", "--time", f"{seconds}s", "--jobs",
+             str(jobs), "--minimise", "0", "--seed", "1", "--corpus", folder, *flags],
+            capture_output=True, text=True, timeout=seconds + 120, cwd=ROOT)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"fuzz {' '.join(flags)} failed (exit {done.returncode}): "
+                             f"{done.stderr.strip()[-300:]}")
+        counters = json.loads((Path(folder) / "state.json").read_text())["counters"]
+    return counters["inputs"] / counters["elapsed_s"], counters["inputs"], counters["probes"]
+
+
+def main() -> None:
+    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    options.add_argument("--time", type=float, default=10.0, help="seconds per campaign")
+    options.add_argument("--atheris-time", type=int, default=10)
+    options.add_argument("--jobs", type=int, default=16)
+    options.add_argument("--skip-atheris", action="store_true")
+    args = options.parse_args()
+
+    if not args.skip_atheris:
+        rate = atheris_rate(args.atheris_time)
+        if rate is not None:
+            print(f"atheris, fuzz/parser.py, {args.atheris_time} s: {rate:,.0f} exec/s; goal "
+                  f"{ATHERIS_GOAL:,}: ratio {rate / ATHERIS_GOAL:.2f}")
+
+    print(f"network fuzzer, {args.time:g} s each, {args.jobs} jobs, liveness probes included:")
+    rates: dict[str, float] = {}
+    runs: list[tuple[str, list[str]]] = [("reference, embedded (one process)", [])]
+    port = free_port()
+    broker = subprocess.Popen([sys.executable, "-m", "conformance", "broker", "--port",
+                               str(port)], stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert broker.stderr is not None
+        broker.stderr.readline()  # "listening on ..."
+        runs.append(("reference, own process", ["--broker", f"{HOST}:{port}"]))
+        rabbit = answers_as_rabbitmq(RABBITMQ_PORT)
+        if rabbit:
+            runs.append(("rabbitmq", ["--broker", f"{HOST}:{RABBITMQ_PORT}", "--profile",
+                                      "rabbitmq"]))
+        for name, flags in runs:
+            started = time.monotonic()
+            rate, inputs, probes = campaign_rate(args.time, args.jobs, flags)
+            rates[name] = rate
+            print(f"  {name:36} {rate:8,.0f} inputs/s  ({inputs:,} inputs, {probes} probes, "
+                  f"{time.monotonic() - started:.0f} s with start-up)")
+    finally:
+        broker.terminate()
+        broker.wait(10)
+    if not rabbit:
+        print("  rabbitmq: nothing answers STOMP as RabbitMQ on 127.0.0.1:61613: not measured "
+              "(bash .ci/brokers/rabbitmq start)")
+    for name in (n for n in rates if n.startswith("reference")):
+        print(f"goal {NETWORK_GOAL:,} inputs/s against the reference broker ({name}): ratio "
+              f"{rates[name] / NETWORK_GOAL:.2f}")
+    if "rabbitmq" in rates:
+        own = rates["reference, own process"]
+        print(f"reference (own process) / rabbitmq: {own / rates['rabbitmq']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""The pipeline's questions, one function each, DataFrame in and DataFrame(s) out, nothing
+written: `matrix`, `regressions`, `flaky`, `buckets`, `trends`. `cases` and `findings`
+first derive the columns every job shares from the records.
+
+Words: a broker is what the profile names (the part of broker_id before '@': the same
+broker whatever port it listened on); a build is what its CONNECTED server header says
+(`RabbitMQ/3.13.1`; the broker id when it sent none), and its version is the part after
+the '/'. A run is one `run` of the suite (run_id)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from conformance.pipeline.signature import input_shape
+
+#: Outcomes, worst first: a statement's status in a run is its worst case outcome.
+SEVERITY = ("failed", "error", "non-strict", "known-deviation", "passed", "unsupported",
+            "informational", "skipped")
+BAD = ("failed", "error")
+#: Outcomes that say nothing about the broker (the case did not run).
+NOT_RUN = ("skipped",)
+
+
+def count_name(outcome: str) -> str:
+    return outcome.replace("-", "_")
+
+
+COUNTS = tuple(count_name(o) for o in SEVERITY)
+
+
+def _counts() -> list[Column]:
+    return [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(count_name(o))
+            for o in SEVERITY]
+
+
+def _summed() -> list[Column]:
+    return [F.sum(c).alias(c) for c in COUNTS]
+
+
+def _status() -> Column:
+    """The worst outcome with a count above 0, from the count columns."""
+    chain = F.when(F.col(COUNTS[0]) > 0, F.lit(SEVERITY[0]))
+    for outcome, name in zip(SEVERITY[1:], COUNTS[1:], strict=True):
+        chain = chain.when(F.col(name) > 0, F.lit(outcome))
+    return chain.otherwise(F.lit(None))
+
+
+def _pass_rate() -> Column:
+    decided = F.col("passed") + F.col("failed") + F.col("error")
+    return F.when(decided > 0, F.round(F.col("passed") / decided, 6))
+
+
+def _severity(outcome: Column) -> Column:
+    chain = F.when(outcome == SEVERITY[0], 0)
+    for rank, name in enumerate(SEVERITY[1:], start=1):
+        chain = chain.when(outcome == name, rank)
+    return chain.otherwise(len(SEVERITY))
+
+
+def _outcome_of(rank: Column) -> Column:
+    return F.element_at(F.array(*[F.lit(o) for o in SEVERITY]), rank + 1)
+
+
+def cases(records: DataFrame) -> DataFrame:
+    """Case-result records with broker, build and broker_version."""
+    version = F.regexp_extract(F.col("broker_server"), r"^[^/\s]+/(\S+)", 1)
+    return records.select(
+        "run_id", "timestamp", "tool_version", "broker_id", "broker_server", "case_id",
+        "version", "statements", "level", "outcome", "duration_ms",
+        F.substring_index("broker_id", "@", 1).alias("broker"),
+        F.coalesce(F.col("broker_server"), F.col("broker_id")).alias("build"),
+        F.when(F.length(version) > 0, version).otherwise(F.lit("unknown"))
+        .alias("broker_version"),
+    )
+
+
+# -- matrix --------------------------------------------------------------------------------
+
+@dataclass
+class Matrix:
+    #: broker x statement x STOMP version, in each run
+    by_run: DataFrame
+    #: the same over every run of a broker version
+    by_version: DataFrame
+
+
+def matrix(cases: DataFrame) -> Matrix:
+    by_run = matrix_by_run(cases)
+    return Matrix(by_run, matrix_by_version(by_run))
+
+
+def matrix_by_run(cases: DataFrame) -> DataFrame:
+    exploded = cases.select("broker", "broker_version", "build", "run_id", "timestamp",
+                            F.col("version").alias("stomp_version"), "outcome",
+                            F.explode("statements").alias("statement"))
+    return (exploded.groupBy("broker", "broker_version", "build", "run_id", "statement",
+                             "stomp_version")
+            .agg(F.min("timestamp").alias("timestamp"),
+                 F.count(F.lit(1)).alias("executions"), *_counts())
+            .withColumn("status", _status()).withColumn("pass_rate", _pass_rate()))
+
+
+def matrix_by_version(by_run: DataFrame) -> DataFrame:
+    """From by_run (written and read back, the pipeline computes it once)."""
+    return (by_run.groupBy("broker", "broker_version", "statement", "stomp_version")
+            .agg(F.count(F.lit(1)).alias("runs"),
+                 F.sum("executions").alias("executions"), *_summed(),
+                 F.sum(F.when(F.col("status").isin(*BAD), 1).otherwise(0))
+                 .alias("runs_failing"),
+                 F.min("timestamp").alias("first_seen"),
+                 F.max("timestamp").alias("last_seen"))
+            .withColumn("status", _status()).withColumn("pass_rate", _pass_rate()))
+
+
+# -- regressions ---------------------------------------------------------------------------
+
+def runs(cases: DataFrame) -> DataFrame:
+    """One row per run: when, which build, and the run before it on the same broker."""
+    per_run = cases.groupBy("broker", "run_id").agg(
+        F.min("timestamp").alias("timestamp"), F.max("build").alias("build"),
+        F.max("broker_version").alias("broker_version"))
+    order = Window.partitionBy("broker").orderBy("timestamp", "run_id")
+    return (per_run.withColumn("previous_run_id", F.lag("run_id").over(order))
+            .withColumn("previous_timestamp", F.lag("timestamp").over(order))
+            .withColumn("previous_build", F.lag("build").over(order)))
+
+
+def regressions(cases: DataFrame) -> DataFrame:
+    """Case runs whose outcome turned from passed to failed or error ('regressed') or back
+    ('fixed') since the broker's previous run; a case run twice in one run counts by its
+    worst outcome."""
+    per_case = (cases.groupBy("broker", "run_id", "case_id", "version")
+                .agg(F.min(_severity(F.col("outcome"))).alias("rank"),
+                     F.first("statements").alias("statements")))
+    order = runs(cases).where(F.col("previous_run_id").isNotNull())
+    before = per_case.select("broker", F.col("run_id").alias("previous_run_id"), "case_id",
+                             "version", F.col("rank").alias("previous_rank"))
+    joined = (per_case.join(order, ["broker", "run_id"])
+              .join(before, ["broker", "previous_run_id", "case_id", "version"]))
+    now, then = _outcome_of(F.col("rank")), _outcome_of(F.col("previous_rank"))
+    change = (F.when((then == "passed") & now.isin(*BAD), F.lit("regressed"))
+              .when(then.isin(*BAD) & (now == "passed"), F.lit("fixed")))
+    return (joined.withColumn("change", change).where(F.col("change").isNotNull())
+            .select("broker", "run_id", "timestamp", "build", "broker_version",
+                    "previous_run_id", "previous_timestamp", "previous_build", "case_id",
+                    "version", "statements", then.alias("previous_outcome"),
+                    now.alias("outcome"), "change"))
+
+
+def regressed_statements(regressions: DataFrame) -> DataFrame:
+    """Which statements regressed in which run: (broker, run_id, statement, cases)."""
+    return (regressions.where(F.col("change") == "regressed")
+            .select("broker", "run_id", "timestamp", "previous_run_id",
+                    F.explode("statements").alias("statement"), "case_id")
+            .groupBy("broker", "run_id", "timestamp", "previous_run_id", "statement")
+            .agg(F.count(F.lit(1)).alias("cases"),
+                 F.array_sort(F.collect_set("case_id")).alias("case_ids")))
+
+
+# -- flaky ---------------------------------------------------------------------------------
+
+def flaky(cases: DataFrame) -> DataFrame:
+    """Cases with more than one outcome on one build (skips not counted), with how often
+    the minority outcomes came: flake_rate = 1 - (commonest outcome's share)."""
+    ran = cases.where(~F.col("outcome").isin(*NOT_RUN))
+    grouped = (ran.groupBy("broker", "build", "broker_version", "case_id", "version")
+               .agg(F.count(F.lit(1)).alias("executions"), *_counts(),
+                    F.array_sort(F.collect_set("outcome")).alias("outcomes"),
+                    F.first("statements").alias("statements"),
+                    F.min("timestamp").alias("first_seen"),
+                    F.max("timestamp").alias("last_seen")))
+    commonest = F.greatest(*[F.col(c) for c in COUNTS if c not in NOT_RUN])
+    return (grouped.where(F.size("outcomes") > 1)
+            .withColumn("flake_rate", F.round(1 - commonest / F.col("executions"), 6))
+            .drop(*NOT_RUN))
+
+
+# -- buckets -------------------------------------------------------------------------------
+
+def findings(records: DataFrame) -> DataFrame:
+    """Finding records with broker and the shape of their input (from the input's octets;
+    for a record without them, from what the record says of it)."""
+    shape_udf = F.udf(input_shape, StringType(), useArrow=False)
+    coarse = F.concat_ws(" ", F.lit("~"), F.col("version"), F.col("mutation"),
+                         F.col("expect"), F.concat(F.lit("octets:"), F.col("input_octets")))
+    return (records.withColumn("broker", F.substring_index("broker_id", "@", 1))
+            .withColumn("shape", F.coalesce(shape_udf(F.col("input")), coarse)))
+
+
+def buckets(findings: DataFrame) -> DataFrame:
+    """Findings grouped into distinct bugs by (classification, statement, shape), with a
+    stable bucket_id, where and when each bug showed, and its smallest reproducer."""
+    key = F.concat_ws("\x1f", "classification", "statement", "shape")
+    return (findings.groupBy("classification", "statement", "shape")
+            .agg(F.count(F.lit(1)).alias("findings"), F.sum("hits").alias("hits"),
+                 F.array_sort(F.collect_set("broker_id")).alias("brokers"),
+                 F.array_sort(F.collect_set("broker_server")).alias("builds"),
+                 F.slice(F.array_sort(F.collect_set("mutation")), 1, 20).alias("mutations"),
+                 F.size(F.collect_set("seed")).alias("seeds"),
+                 F.array_sort(F.collect_set("grade")).alias("grades"),
+                 F.min("timestamp").alias("first_seen"), F.max("timestamp").alias("last_seen"),
+                 F.min("input_octets").alias("smallest_input_octets"),
+                 F.min_by("finding_id", "input_octets").alias("example_finding"),
+                 F.min_by("replay", "input_octets").alias("example_replay"))
+            .withColumn("bucket_id", F.substring(F.sha2(key, 256), 1, 12)))
+
+
+# -- trends --------------------------------------------------------------------------------
+
+@dataclass
+class Trends:
+    #: one point per run: counts, pass rate, statements failing
+    runs: DataFrame
+    #: per broker and day (UTC)
+    daily: DataFrame
+
+
+def trends(cases: DataFrame, by_run: DataFrame) -> Trends:
+    """Conformance over time, from the cases and the matrix's by_run (statements failing)."""
+    per_run = (cases.groupBy("broker", "run_id")
+               .agg(F.min("timestamp").alias("timestamp"), F.max("build").alias("build"),
+                    F.max("broker_version").alias("broker_version"),
+                    F.max("tool_version").alias("tool_version"),
+                    F.count(F.lit(1)).alias("executions"), *_counts(),
+                    F.sum(F.when((F.col("level") == "must") & F.col("outcome").isin(*BAD), 1)
+                          .otherwise(0)).alias("must_failing"),
+                    F.round(F.sum("duration_ms") / 1000, 3).alias("duration_s"))
+               .withColumn("pass_rate", _pass_rate()))
+    failing = (by_run.where(F.col("status").isin(*BAD))
+               .groupBy("broker", "run_id")
+               .agg(F.countDistinct("statement").alias("statements_failing")))
+    points = (per_run.join(failing, ["broker", "run_id"], "left")
+              .fillna(0, subset=["statements_failing"]))
+    daily = (points.withColumn("day", F.to_date("timestamp"))
+             .groupBy("broker", "day")
+             .agg(F.count(F.lit(1)).alias("runs"), F.sum("executions").alias("executions"),
+                  *_summed(), F.sum("must_failing").alias("must_failing"),
+                  F.max("statements_failing").alias("most_statements_failing"),
+                  F.array_sort(F.collect_set("build")).alias("builds"))
+             .withColumn("pass_rate", _pass_rate()))
+    return Trends(points, daily)

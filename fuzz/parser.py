@@ -1,0 +1,26 @@
+"""atheris harness for the parser: any bytes, read whole and in reads the input chooses, in
+each version and mode. Invariants (conformance.fuzz.codec_targets.parse_target): only
+StompError escapes; the same events and error for any chunking; the buffer stays within
+max_frame plus one read; offsets rise and cover every octet; strict stops at the first
+violation observing records; every cited statement exists and covers the version.
+
+    python fuzz/parser.py [libFuzzer flags] [corpus dirs]    # fuzz
+    python fuzz/parser.py ARTIFACT                           # replay one input
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import _harness
+
+
+def load() -> Callable[[bytes], None]:
+    from conformance.fuzz.codec_targets import parse_target
+
+    return functools.partial(parse_target, plant=_harness.plant())
+
+
+if __name__ == "__main__":
+    _harness.main(load)

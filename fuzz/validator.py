@@ -1,0 +1,24 @@
+"""atheris harness for the validator: every frame an observing parser yields from the
+input goes through validate_server_frame, which must return violations and never raise,
+citing only statements that cover the version (conformance.fuzz.codec_targets).
+
+    python fuzz/validator.py [libFuzzer flags] [corpus dirs]
+    python fuzz/validator.py ARTIFACT
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import _harness
+
+
+def load() -> Callable[[bytes], None]:
+    from conformance.fuzz.codec_targets import validator_target
+
+    return functools.partial(validator_target, plant=_harness.plant())
+
+
+if __name__ == "__main__":
+    _harness.main(load)

@@ -1,0 +1,426 @@
+"""The Spark pipeline, run for real in local mode on small data: the record schemas against
+the writers, bad records, each job's answers on records built to have known answers, the
+shape of fuzz inputs, the distributed fuzz campaign against the embedded reference broker,
+and the `pipeline` verbs end to end on records of real runs.
+
+One SparkSession serves the whole file (starting Spark is the dominant cost); the verbs
+start their own JVM in a child process, as a user's would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    StringType,
+    TimestampType,
+)
+
+from conformance.pipeline import jobs
+from conformance.pipeline.campaign import TaskSettings, run_campaign, write_findings
+from conformance.pipeline.load import RecordsError, find_inputs, stage
+from conformance.pipeline.runner import run_jobs
+from conformance.pipeline.schemas import CASE_RESULT, FUZZ_FINDING, required
+from conformance.pipeline.session import SparkSettings, Started, first_line, start, stop
+from conformance.pipeline.signature import input_shape
+from conformance.report.records import FINDING_FIELDS, FINDING_NULLABLE
+from tests.helpers import cli
+
+
+@pytest.fixture(scope="session")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
+    session = start(SparkSettings(master="local[2]", cds=False,
+                                  cache_dir=tmp_path_factory.mktemp("spark-cache")))
+    yield session
+    stop(session)
+
+
+@pytest.fixture
+def spark(started: Started) -> SparkSession:
+    return started.spark
+
+
+def _broker(*flags: str) -> tuple[subprocess.Popen[str], int]:
+    """The reference broker in a child process on a free port: (process, port)."""
+    process = subprocess.Popen([sys.executable, "-m", "conformance", "broker", "--port", "0",
+                                *flags], stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    assert "listening on 127.0.0.1:" in line, line
+    return process, int(line.rsplit(":", 1)[1].split()[0])
+
+
+@pytest.fixture(scope="session")
+def real_records(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Records of two real runs of the header cases on the reference broker: clean, then
+    with the trim-headers fault (a regression between them, on one build)."""
+    folder = tmp_path_factory.mktemp("records")
+    clean = cli("run", "--results", str(folder), "-k", "headers")
+    assert clean.returncode == 0, clean.stderr
+    process, port = _broker("--fault", "trim-headers")
+    try:
+        faulty = cli("run", "--broker", f"127.0.0.1:{port}", "--results", str(folder),
+                     "-k", "headers")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert faulty.returncode == 1, faulty.stderr
+    return folder
+
+
+# -- schemas against the writers -----------------------------------------------------------
+
+_PYTHON: dict[type, type[DataType]] = {str: StringType, int: LongType, float: DoubleType,
+                                       bool: BooleanType}
+
+
+def _agrees(value: Any, kind: DataType) -> bool:
+    if isinstance(kind, TimestampType):
+        return isinstance(value, str) and value.endswith("Z")
+    if isinstance(kind, ArrayType):
+        return isinstance(value, list) and all(_agrees(v, kind.elementType) for v in value)
+    if isinstance(kind, DoubleType):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(kind, LongType):
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, {StringType: str, BooleanType: bool}[type(kind)])
+
+
+def test_case_records_of_a_real_run_agree_with_the_struct_type(
+        spark: SparkSession, real_records: Path, tmp_path: Path) -> None:
+    lines = [json.loads(line) for path in sorted(real_records.glob("results-*.jsonl"))
+             for line in path.read_text().splitlines()]
+    fields = {f.name: f for f in CASE_RESULT.fields}
+    for record in lines:
+        assert record.keys() == fields.keys()
+        for name, value in record.items():
+            if value is None:
+                assert fields[name].nullable, name
+            else:
+                assert _agrees(value, fields[name].dataType), (name, value)
+    assert {r["broker_server"] for r in lines} == {"stomp-conformance/0.1.0"}
+    # Spark reads every record, every field, back as written.
+    good, bad = stage(spark, find_inputs([real_records]).of("case_result"), "case_result",
+                      tmp_path / "staged")
+    assert bad == 0
+    rows = {(r["run_id"], r["case_id"], r["version"]): r for r in good.collect()}
+    assert len(rows) == len(lines)
+    for record in lines:
+        row = rows[(record["run_id"], record["case_id"], record["version"])]
+        for name in required(CASE_RESULT):
+            if name == "timestamp":
+                stamp = row[name].replace(tzinfo=UTC)  # the session's time zone is UTC
+                assert stamp == datetime.fromisoformat(record[name].replace("Z", "+00:00"))
+            else:
+                assert row[name] == record[name], name
+
+
+def test_finding_fields_agree_with_the_struct_type() -> None:
+    fields = {f.name: f for f in FUZZ_FINDING.fields}
+    assert fields.keys() == FINDING_FIELDS.keys()
+    for name, python in FINDING_FIELDS.items():
+        kind = fields[name].dataType
+        expected = TimestampType if name == "timestamp" else _PYTHON[python]
+        assert isinstance(kind, expected), name
+        if name in FINDING_NULLABLE:
+            assert fields[name].nullable, name
+    # required here means never None there
+    assert not set(required(FUZZ_FINDING)) & FINDING_NULLABLE
+
+
+# -- bad records ---------------------------------------------------------------------------
+
+def _case(run: str, when: str, case: str, outcome: str, *, broker: str = "rabbitmq@h:1",
+          server: str | None = "RabbitMQ/3.12.0", version: str = "1.2",
+          statements: tuple[str, ...] = ("s.one",), level: str = "must") -> dict[str, Any]:
+    return {"schema_version": 1, "kind": "case_result", "run_id": run,
+            "timestamp": f"2024-05-{when}.000Z", "tool_version": "0.1.0", "broker_id": broker,
+            "broker_server": server, "case_id": case, "version": version,
+            "statements": list(statements), "area": "a", "level": level, "outcome": outcome,
+            "duration_ms": 1.5, "message": ""}
+
+
+def _write(folder: Path, name: str, records: list[dict[str, Any]] | list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
+                            for r in records))
+    return path
+
+
+def test_bad_records_stop_the_pipeline_with_one_line(spark: SparkSession,
+                                                     tmp_path: Path) -> None:
+    good = _case("r1", "01T10:00:00", "c.a", "passed")
+    bad = (dict(good, kind="fuzz_finding"), dict(good, schema_version=9),
+           {k: v for k, v in good.items() if k != "case_id"}, dict(good, duration_ms="slow"))
+    path = _write(tmp_path / "in", "results-r1.jsonl",
+                  [json.dumps(good), "{not json", *map(json.dumps, bad)])
+    with pytest.raises(RecordsError) as caught:
+        stage(spark, [path], "case_result", tmp_path / "staged")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("5 bad case_result records")
+    assert str(path) in message
+    frame, skipped = stage(spark, [path], "case_result", tmp_path / "staged", skip_bad=True)
+    assert skipped == 5
+    assert [r["case_id"] for r in frame.collect()] == ["c.a"]
+
+
+def test_inputs_name_what_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(RecordsError, match="no such file or folder"):
+        find_inputs([tmp_path / "nowhere"])
+    with pytest.raises(RecordsError, match="no record files in it"):
+        find_inputs([tmp_path])
+    other = _write(tmp_path, "notes.jsonl", ["{}"])
+    with pytest.raises(RecordsError, match="not a record file"):
+        find_inputs([other])
+
+
+# -- the jobs ------------------------------------------------------------------------------
+
+@pytest.fixture
+def history(spark: SparkSession, tmp_path: Path) -> DataFrame:
+    """Three RabbitMQ runs (two builds) and one ActiveMQ run, with known answers:
+    r1 A,B pass; r2 (same build) A fails; r3 (new build) A passes, B errors."""
+    records = [
+        _case("r1", "01T10:00:00", "c.a", "passed"), _case("r1", "01T10:00:00", "c.b", "passed"),
+        _case("r1", "01T10:00:00", "c.skip", "skipped"),
+        _case("r2", "02T10:00:00", "c.a", "failed"), _case("r2", "02T10:00:00", "c.b", "passed"),
+        _case("r2", "02T10:00:00", "c.skip", "passed"),
+        _case("r3", "03T10:00:00", "c.a", "passed", server="RabbitMQ/3.13.0"),
+        _case("r3", "03T10:00:00", "c.b", "error", server="RabbitMQ/3.13.0",
+              statements=("s.one", "s.two")),
+        _case("a1", "01T09:00:00", "c.a", "failed", broker="activemq@h:2", server=None),
+    ]
+    path = _write(tmp_path / "in", "results-all.jsonl", records)
+    frame, _ = stage(spark, [path], "case_result", tmp_path / "staged")
+    return jobs.cases(frame)
+
+
+def test_cases_derive_broker_build_and_version(history: DataFrame) -> None:
+    seen = {(r["broker"], r["build"], r["broker_version"])
+            for r in history.select("broker", "build", "broker_version").collect()}
+    assert seen == {("rabbitmq", "RabbitMQ/3.12.0", "3.12.0"),
+                    ("rabbitmq", "RabbitMQ/3.13.0", "3.13.0"),
+                    ("activemq", "activemq@h:2", "unknown")}
+
+
+def test_matrix_per_run_and_per_version(history: DataFrame) -> None:
+    matrix = jobs.matrix(history)
+    by_run = {(r["broker"], r["run_id"], r["statement"]): r for r in matrix.by_run.collect()}
+    assert by_run[("rabbitmq", "r1", "s.one")]["status"] == "passed"
+    assert by_run[("rabbitmq", "r1", "s.one")]["skipped"] == 1
+    assert by_run[("rabbitmq", "r2", "s.one")]["status"] == "failed"
+    assert by_run[("rabbitmq", "r3", "s.one")]["status"] == "error"
+    assert by_run[("rabbitmq", "r3", "s.two")]["error"] == 1
+    assert by_run[("rabbitmq", "r2", "s.one")]["pass_rate"] == pytest.approx(2 / 3)
+    by_version = {(r["broker_version"], r["statement"]): r
+                  for r in matrix.by_version.where("broker = 'rabbitmq'").collect()}
+    old = by_version[("3.12.0", "s.one")]
+    assert (old["runs"], old["executions"], old["passed"], old["failed"], old["runs_failing"]) \
+        == (2, 6, 4, 1, 1)
+    assert old["status"] == "failed"
+    assert by_version[("3.13.0", "s.two")]["status"] == "error"
+
+
+def test_regressions_between_runs_of_one_broker(history: DataFrame) -> None:
+    changes = {(r["run_id"], r["case_id"], r["previous_run_id"], r["previous_outcome"],
+                r["outcome"], r["change"]) for r in jobs.regressions(history).collect()}
+    assert changes == {("r2", "c.a", "r1", "passed", "failed", "regressed"),
+                       ("r3", "c.a", "r2", "failed", "passed", "fixed"),
+                       ("r3", "c.b", "r2", "passed", "error", "regressed")}
+    statements = {(r["run_id"], r["statement"], r["cases"]) for r in
+                  jobs.regressed_statements(jobs.regressions(history)).collect()}
+    assert statements == {("r2", "s.one", 1), ("r3", "s.one", 1), ("r3", "s.two", 1)}
+
+
+def test_flaky_means_mixed_outcomes_on_one_build(history: DataFrame) -> None:
+    rows = jobs.flaky(history).collect()
+    # c.skip was skipped once and passed once: a skip says nothing about the broker
+    assert [(r["build"], r["case_id"], r["outcomes"], r["flake_rate"]) for r in rows] == [
+        ("RabbitMQ/3.12.0", "c.a", ["failed", "passed"], 0.5)]
+
+
+def test_trends_per_run_and_per_day(history: DataFrame) -> None:
+    trends = jobs.trends(history, jobs.matrix(history).by_run)
+    points = {r["run_id"]: r for r in trends.runs.collect()}
+    assert points["r1"]["pass_rate"] == 1.0 and points["r1"]["statements_failing"] == 0
+    assert points["r2"]["must_failing"] == 1 and points["r2"]["statements_failing"] == 1
+    assert points["r3"]["statements_failing"] == 2
+    assert points["a1"]["pass_rate"] == 0.0
+    days = {(r["broker"], str(r["day"])): r["runs"] for r in trends.daily.collect()}
+    assert days == {("rabbitmq", "2024-05-01"): 1, ("rabbitmq", "2024-05-02"): 1,
+                    ("rabbitmq", "2024-05-03"): 1, ("activemq", "2024-05-01"): 1}
+
+
+def test_a_job_that_finds_nothing_writes_an_empty_table(spark: SparkSession,
+                                                      tmp_path: Path) -> None:
+    path = _write(tmp_path / "in", "results-one.jsonl",
+                  [_case("r1", "01T10:00:00", "c.a", "passed")])
+    outcome = run_jobs(spark, find_inputs([path]), tmp_path / "out",
+                       ["matrix", "regressions", "flaky", "buckets", "trends"])
+    rows = {name: count for name, _, count in outcome.written}
+    assert rows["regressions/cases"] == rows["flaky"] == 0 and rows["trends/runs"] == 1
+    assert outcome.notes == ["no fuzz_finding records (findings*.jsonl) in the input: "
+                             "buckets skipped"]
+    data = json.loads((tmp_path / "out" / "report-data.json").read_text())
+    assert data["regressions"] == data["flaky"] == data["buckets"] == []
+    assert [p["run_id"] for p in data["trend"]["rabbitmq"]] == ["r1"]
+
+
+# -- buckets -------------------------------------------------------------------------------
+
+def test_input_shape_keeps_structure_and_drops_particulars() -> None:
+    one = input_shape("SEND\ndestination:/q/a\nx-a:1\n\nhello\x00")
+    two = input_shape("\nSEND\ndestination:/q/zzz\nx-other:text\n\nbye bye\x00")
+    assert one == two == "SEND{body,destination,x-*}"
+    assert input_shape("BEGIN\ntransaction:t\\q\n\n\x00") == "BEGIN{bad-escape,transaction}"
+    assert input_shape("SEND\r\nno colon here\r\n") == "SEND{crlf,no-blank-line,no-colon,no-nul}"
+    assert input_shape("ACK\n\n\x00ACK\n\n\x00NACK\n\n\x00") == "ACK{} NACK{}"
+    assert input_shape("\x01\x02\n\n\x00") == "?{}"
+    assert input_shape("") == "empty" and input_shape(None) is None
+    assert len(input_shape("".join(f"C{i}\n\n\x00" for i in range(500))) or "") <= 401
+
+
+def _finding(n: int, kind: str, statement: str, data: str | None,
+             broker: str = "reference@embedded+f") -> dict[str, Any]:
+    return {"schema_version": 1, "kind": "fuzz_finding", "campaign_id": "c1",
+            "finding_id": f"{kind}-{n:010x}", "timestamp": f"2024-05-01T10:00:0{n}.000Z",
+            "tool_version": "0.1.0", "broker_id": broker, "broker_server": "x/1",
+            "generator": "grammar", "classification": kind, "statement": statement,
+            "grade": "failed", "mutation": f"m{n}", "version": "1.2", "expect": "error",
+            "detail": "d", "ended": "RECEIPT", "input_octets": n + 10, "original_octets": 99,
+            "response_octets": 5, "minimised": True, "confirmed": True, "hits": 2, "seed": n,
+            "input_index": n, "found_after_s": 0.5, "found_after_inputs": 3,
+            "replay": f"stomp-conformance replay f{n}.json", "input": data}
+
+
+def test_findings_bucket_by_class_statement_and_shape(spark: SparkSession,
+                                                      tmp_path: Path) -> None:
+    records = [
+        _finding(1, "accepted-silently", "s.x", "SEND\ndestination:/a\n\nbody\x00"),
+        _finding(2, "accepted-silently", "s.x", "SEND\ndestination:/other\n\nxx\x00",
+                 broker="rabbitmq@h:1"),
+        _finding(3, "accepted-silently", "s.x", "SEND\n\n\x00"),       # another shape
+        _finding(4, "error-without-close", "s.x", "SEND\n\n\x00"),     # another class
+        _finding(5, "accepted-silently", "s.y", "SEND\n\n\x00"),       # another statement
+        _finding(6, "accepted-silently", "s.y", None),                 # no input: coarse
+    ]
+    path = _write(tmp_path / "in", "findings.jsonl", records)
+    frame, _ = stage(spark, [path], "fuzz_finding", tmp_path / "staged")
+    rows = jobs.buckets(jobs.findings(frame)).collect()
+    assert len(rows) == 5
+    merged = next(r for r in rows if r["findings"] == 2)
+    assert merged["shape"] == "SEND{body,destination}"
+    assert merged["brokers"] == ["rabbitmq@h:1", "reference@embedded+f"]
+    assert merged["smallest_input_octets"] == 11 and merged["hits"] == 4
+    assert merged["example_replay"] == "stomp-conformance replay f1.json"
+    assert len({r["bucket_id"] for r in rows}) == 5
+    coarse = next(r for r in rows if r["shape"].startswith("~"))
+    assert coarse["shape"] == "~ 1.2 m6 error octets:16"
+
+
+# -- the distributed campaign --------------------------------------------------------------
+
+def test_campaign_spreads_seeds_and_brokers_and_buckets_its_findings(
+        spark: SparkSession, tmp_path: Path) -> None:
+    settings = TaskSettings(root=str(tmp_path / "campaigns"), jobs=4, minimise=0.5)
+    results = run_campaign(spark, brokers=["reference+error-without-close",
+                                           "reference@127.0.0.1:9"],
+                           seeds=[0, 1], budget=3.0, settings=settings)
+    assert [(r.broker, r.seed) for r in results] == [
+        ("reference+error-without-close", 0), ("reference+error-without-close", 1),
+        ("reference@127.0.0.1:9", 0), ("reference@127.0.0.1:9", 1)]
+    fuzzed, dead = results[:2], results[2:]
+    assert all(r.error is None and r.inputs > 0 and r.records for r in fuzzed)
+    assert all(r.error and "cannot fuzz reference@127.0.0.1:9" in r.error for r in dead)
+    # each task has its campaign folder; every record names its seed and its broker
+    assert {p.name for p in (tmp_path / "campaigns").iterdir()} >= {
+        "reference_error-without-close-seed0", "reference_error-without-close-seed1"}
+    records = [json.loads(line) for r in fuzzed for line in r.records]
+    assert {r["seed"] for r in records} == {0, 1}
+    assert {r["broker_id"] for r in records} == {"reference@embedded+error-without-close"}
+    path = write_findings(results, tmp_path / "out" / "findings", "t")
+    outcome = run_jobs(spark, find_inputs([path]), tmp_path / "out", ["buckets"])
+    assert outcome.records == {"fuzz_finding": len(records)}
+    buckets = spark.read.parquet(str(tmp_path / "out" / "buckets")).collect()
+    assert {b["classification"] for b in buckets} == {"error-without-close"}
+    assert sum(b["findings"] for b in buckets) == len(records)
+    data = json.loads((tmp_path / "out" / "report-data.json").read_text())
+    assert len(data["buckets"]) == len(buckets) and data["trend"] == {}
+
+
+# -- the verbs, end to end -----------------------------------------------------------------
+
+def _no_java_on(text: str) -> None:
+    assert "Exception" not in text and "\tat " not in text and "WARN" not in text, text
+
+
+def test_pipeline_all_on_real_runs_then_fuzz_from_the_cds_archive(
+        real_records: Path, tmp_path: Path) -> None:
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = tmp_path / "out"
+    done = cli("pipeline", "all", "--input", str(real_records), "--output", str(out),
+               "--master", "local[2]", "--cds", env=env)
+    assert done.returncode == 0, done.stderr
+    _no_java_on(done.stderr)
+    assert "writing a class-data archive" in done.stderr
+    assert "no fuzz_finding records" in done.stdout  # buckets skipped, said so
+    for table in ("matrix/by_run", "matrix/by_version", "regressions/cases", "flaky",
+                  "trends/runs", "trends/daily"):
+        assert any((out / table).glob("broker=reference/*.parquet")), table
+    data = json.loads((out / "report-data.json").read_text())
+    assert [p["failed"] > 0 for p in data["trend"]["reference"]] == [False, True]
+    regressed = {r["statement"] for r in data["regressions"]}
+    assert "value-encoding.no-trim" in regressed
+    # both runs are one build: the faulty run's failures make those cases flaky
+    assert data["flaky"] and {f["build"] for f in data["flaky"]} == {"stomp-conformance/0.1.0"}
+    assert list((tmp_path / "cache" / "stomp-conformance" / "spark").glob("classes-*.jsa"))
+
+    fuzz = cli("pipeline", "fuzz", "--broker", "reference+error-without-close", "--seeds", "1",
+               "--time", "3s", "--minimise", "0.5", "--output", str(tmp_path / "fuzz"),
+               "--master", "local[1]", "--cds", env=env)
+    assert fuzz.returncode in (0, 1), fuzz.stderr
+    _no_java_on(fuzz.stderr)
+    assert "class-data archive used" in fuzz.stderr
+    assert "distinct bugs" in fuzz.stdout
+    assert json.loads((tmp_path / "fuzz" / "report-data.json").read_text())["buckets"]
+
+
+def test_bad_input_is_one_line_and_exit_2_without_starting_spark(tmp_path: Path) -> None:
+    (tmp_path / "results-x.jsonl").write_text("{}\n")
+    for args, says in (
+            (["pipeline", "matrix", "--input", str(tmp_path / "none"), "--output", "o"],
+             "no such file or folder"),
+            (["pipeline", "buckets", "--input", str(tmp_path), "--output", "o"],
+             "no fuzz_finding records"),
+            (["pipeline", "fuzz", "--broker", "rabbitmq", "--output", "o"], "HOST:PORT"),
+            (["pipeline", "fuzz", "--broker", "rabbitmq@10.1.2.3:61613", "--output", "o"],
+             "not a loopback address"),
+            (["pipeline", "fuzz", "--time", "soon", "--output", "o"], "--time"),
+            (["pipeline", "matrix", "--input", str(tmp_path), "--output",
+              str(tmp_path / "results-x.jsonl")], "not a folder")):
+        done = cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0], (args, done.stderr)
+
+
+def test_first_line_of_a_java_error_drops_the_frames() -> None:
+    error = RuntimeError("An error occurred while calling o42.parquet.\n"
+                         ": java.io.IOException: No space left on device\n"
+                         "\tat org.apache.hadoop.fs.Foo.bar(Foo.java:1)\n")
+    assert first_line(error) == "IOException: No space left on device"
+    assert first_line(RuntimeError("[PATH_NOT_FOUND] Path does not exist: x.")) == \
+        "[PATH_NOT_FOUND] Path does not exist: x."
