@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from conformance import __version__
+from conformance.arguments import positive, seconds
 from conformance.broker import FAULTS, Broker, BrokerConfig, embedded
 from conformance.console import ConsoleReporter
 from conformance.engine import Engine, HarnessError, Target
@@ -345,26 +346,6 @@ def _heartbeat(value: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {value!r}")
-    return number
-
-
-def _seconds(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = 0.0
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, not {value!r}")
-    return number
-
-
 def _level(value: str) -> str:
     known = {level.value for level in Level} | {"must", "should", "may"}
     if value.upper() not in known and value.lower() not in known:
@@ -402,10 +383,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--vhost", help="the value of CONNECT's host header")
     run.add_argument("--profile", default="reference",
                      help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
-    run.add_argument("--jobs", type=_positive, default=8, help="cases run at once (default 8)")
-    run.add_argument("--timeout", type=_seconds, default=30.0,
+    run.add_argument("--jobs", type=positive, default=8, help="cases run at once (default 8)")
+    run.add_argument("--timeout", type=seconds, default=30.0,
                      help="seconds a case may take (default 30)")
-    run.add_argument("--deadline", type=_seconds, help="seconds the whole run may take")
+    run.add_argument("--deadline", type=seconds, help="seconds the whole run may take")
     run.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
     run.add_argument("--tls-cert", metavar="FILE", help="client certificate")
     run.add_argument("--tls-key", metavar="FILE", help="client key")
@@ -456,7 +437,7 @@ def parser() -> argparse.ArgumentParser:
                           help="with no --broker: switch on a fault of the embedded reference "
                                "broker (repeatable; see broker --list-faults)")
         if deadline:
-            verb.add_argument("--deadline", type=_seconds, default=2.0,
+            verb.add_argument("--deadline", type=seconds, default=2.0,
                               help="seconds an input may take (default 2)")
         verb.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
         verb.add_argument("--tls-cert", metavar="FILE", help="client certificate")
@@ -478,7 +459,7 @@ def parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--corpus", default="fuzz-campaign", metavar="DIR",
                       help="the campaign folder: state, corpus, findings (default "
                            "./fuzz-campaign; an existing campaign there is resumed)")
-    fuzz.add_argument("--jobs", type=_positive, default=16,
+    fuzz.add_argument("--jobs", type=positive, default=16,
                       help="inputs under way at once (default 16)")
     fuzz.add_argument("--minimise", type=float, default=10.0, metavar="SECONDS",
                       help="seconds spent minimising each finding (default 10; 0: none)")
@@ -500,7 +481,7 @@ def parser() -> argparse.ArgumentParser:
                     "same faults). Exit 1 when it reproduces, 0 when it does not.")
     again.add_argument("finding", metavar="FINDING.json")
     broker_flags(again, None)
-    again.add_argument("--times", type=_positive, default=1,
+    again.add_argument("--times", type=positive, default=1,
                        help="how many times to send it (default 1)")
     again.set_defaults(run=_replay)
 
@@ -516,13 +497,13 @@ def parser() -> argparse.ArgumentParser:
                          help="run this probe only (repeatable): header-count, header-line, "
                               "body, split, slow-loris, many-frames (default: all)")
     probing.add_argument("--stomp-version", choices=VERSIONS, default="1.2")
-    probing.add_argument("--budget", type=_seconds, default=60.0,
+    probing.add_argument("--budget", type=seconds, default=60.0,
                          help="seconds each probe may take (default 60)")
-    probing.add_argument("--within", type=_seconds, default=5.0,
+    probing.add_argument("--within", type=seconds, default=5.0,
                          help="seconds an answer may take (default 5)")
-    probing.add_argument("--slow-budget", type=_seconds, default=40.0,
+    probing.add_argument("--slow-budget", type=seconds, default=40.0,
                          help="seconds slow-loris dribbles each of its two frames (default 40)")
-    probing.add_argument("--slow-interval", type=_seconds, default=1.0,
+    probing.add_argument("--slow-interval", type=seconds, default=1.0,
                          help="seconds between the octets slow-loris sends (default 1)")
     probing.add_argument("--json", action="store_true",
                          help="print the verdicts as JSON on stdout, nothing else")
@@ -553,7 +534,7 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--full", action="store_true",
                        help="every case under every fault (default: the faults each case's "
                             "fault:NAME tags name)")
-    check.add_argument("--jobs", type=_positive, default=8)
+    check.add_argument("--jobs", type=positive, default=8)
     verbs_with_cases.append(("selftest", _selftest, check))
 
     for name, run_verb, text in (("list", _list, "list the cases"),

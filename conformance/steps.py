@@ -48,6 +48,18 @@ def describe(event: Event | None, within: float) -> str:
     return f"{event.command} frame [{headers}]" + (f" body {body!r}" if event.body else "")
 
 
+def brief(event: Event | None) -> str:
+    """What arrived, in a few words: the command and any ERROR message, or the close."""
+    if event is None:
+        return "nothing"
+    if isinstance(event, Closed):
+        return f"a close ({event.reason})"
+    if isinstance(event, Frame):
+        message = event.get("message")
+        return event.command + (f" ({' '.join(message.split())[:80]})" if message else "")
+    return "a heart-beat"
+
+
 # -- matching ------------------------------------------------------------------------------
 
 def _matches(matcher: Any, value: str | None, run: CaseRun) -> bool:

@@ -42,6 +42,7 @@ from conformance.profile import ProfileError, load_profile
 from conformance.results import Transcript
 from conformance.spec import statement_id
 from conformance.spec.grammar import Version
+from conformance.steps import brief
 from conformance.transport import (
     TlsOptions,
     TransportError,
@@ -171,7 +172,7 @@ class _Probe:
                 conn.set_version(event.get("version") or "1.0")
                 return conn
             await conn.close(abort=True)
-        raise _Failed(f"CONNECT was answered with {_describe(event)}")
+        raise _Failed(f"CONNECT was answered with {brief(event)}")
 
     async def answer(self, conn: Connection, receipt: str) -> str:
         """How the broker answered a frame asking for `receipt`: 'accepted',
@@ -197,17 +198,6 @@ class _Probe:
                 return "a close without ERROR"
             if event is None:
                 return "no answer"
-
-
-def _describe(event: object) -> str:
-    if event is None:
-        return "nothing"
-    if isinstance(event, Closed):
-        return f"a close ({event.reason})"
-    if isinstance(event, Frame):
-        message = event.get("message")
-        return event.command + (f" ({' '.join(message.split())[:80]})" if message else "")
-    return "a heart-beat"
 
 
 # -- limits --------------------------------------------------------------------------------
@@ -386,7 +376,7 @@ async def _split_round(probe: _Probe, conn: Connection, chunks: Iterable[bytes],
         event = await conn.next_event(options.within)
         if not isinstance(event, Frame):
             missing = [w.decode("latin-1") for w in want] + ([] if got_receipt else [receipt])
-            return f"{_describe(event)} while waiting for {', '.join(map(repr, missing))}"
+            return f"{brief(event)} while waiting for {', '.join(map(repr, missing))}"
         if event.command == "RECEIPT" and event.get("receipt-id") == receipt:
             got_receipt = True
         elif event.command == "MESSAGE" and want and event.body == want[0]:
@@ -478,7 +468,7 @@ async def _probe_many(probe: _Probe, deadline: float) -> ProbeVerdict:
             left = deadline - time.monotonic()
             event = await conn.next_event(min(options.within, max(left, 0)))
             if not isinstance(event, Frame):
-                ended = _describe(event)
+                ended = brief(event)
                 break
             number = event.body if event.command == "MESSAGE" else \
                 (event.get("receipt-id") or "").encode()
@@ -486,7 +476,7 @@ async def _probe_many(probe: _Probe, deadline: float) -> ProbeVerdict:
                     number[1:].isdigit():
                 (bodies if event.command == "MESSAGE" else receipts).append(int(number[1:]))
             else:
-                ended = f"unexpected {_describe(event)}"
+                ended = f"unexpected {brief(event)}"
                 break
     finally:
         await conn.close(abort=True)

@@ -34,11 +34,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from conformance.codec import Frame, encode, encode_raw, validate_server_frame
-from conformance.connection import Closed, Connection, Event
+from conformance.connection import Closed, Connection
 from conformance.engine import Target
 from conformance.fuzz.delivery import MODES, Message, Model, Problem
 from conformance.results import Transcript
 from conformance.spec import catalogue, statement_id
+from conformance.steps import brief
 from conformance.transport import TransportError, open_transport
 
 T = TypeVar("T")
@@ -371,7 +372,7 @@ class SessionMachine(RuleBasedStateMachine):
         event = await conn.next_event(self.options.within)
         if not isinstance(event, Frame) or event.command != "CONNECTED":
             self._problem(Problem("connect-refused", ("connecting.connected-response",),
-                                  f"CONNECT answered with {_describe(event)}", slot))
+                                  f"CONNECT answered with {brief(event)}", slot))
             await conn.close(abort=True)
             return
         wire = _Wire(conn, name, version)
@@ -700,7 +701,7 @@ class SessionMachine(RuleBasedStateMachine):
         elif event is not None:
             self._problem(Problem("accepted-before-connect", ("connecting.connected-response",),
                                   f"a SEND before CONNECT was answered with "
-                                  f"{_describe(event)}", slot), either)
+                                  f"{brief(event)}", slot), either)
         if self.problem is None:  # else the case ends with the expectation that catches it
             self._note("close", conn=name)
         await conn.close(abort=True)
@@ -756,17 +757,6 @@ class SessionMachine(RuleBasedStateMachine):
         return Violation(problem, case, self.steps, version)
 
 
-
-
-def _describe(event: Event | None) -> str:
-    if event is None:
-        return "nothing"
-    if isinstance(event, Closed):
-        return f"a close ({event.reason})"
-    if isinstance(event, Frame):
-        message = event.get("message")
-        return event.command + (f" ({' '.join(message.split())[:80]})" if message else "")
-    return "a heart-beat"
 
 
 

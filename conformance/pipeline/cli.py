@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
+from conformance.arguments import positive
 from conformance.pipeline import JOBS
 
 if TYPE_CHECKING:
@@ -47,23 +48,13 @@ def _conf(value: str) -> tuple[str, str]:
     return key.strip(), setting
 
 
-def _count(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {value!r}")
-    return number
-
-
 def _spark_flags(verb: argparse.ArgumentParser) -> None:
     spark = verb.add_argument_group("Spark")
     spark.add_argument("--master", default="local[*]", metavar="URL",
                        help="local[N], local[*] (default) or a cluster: spark://HOST:PORT, "
                             "yarn, k8s://...")
     spark.add_argument("--driver-memory", metavar="SIZE", help="the driver's heap, e.g. 4g")
-    spark.add_argument("--shuffle-partitions", type=_count, metavar="N",
+    spark.add_argument("--shuffle-partitions", type=positive, metavar="N",
                        help="default: twice the cores in local mode, the cluster's otherwise")
     spark.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE",
                        help="any Spark setting (repeatable)")
@@ -105,13 +96,13 @@ def add_pipeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     fuzz.add_argument("--broker", action="append", metavar="SPEC",
                       help="reference, reference+FAULT[,FAULT] (the embedded reference broker "
                            "in each task) or PROFILE@HOST:PORT (repeatable; default reference)")
-    fuzz.add_argument("--seeds", type=_count, default=2, metavar="N",
+    fuzz.add_argument("--seeds", type=positive, default=2, metavar="N",
                       help="seeds per broker (default 2)")
     fuzz.add_argument("--first-seed", type=int, default=0, metavar="N",
                       help="the first seed (default 0): seeds N, N+1, ...")
     fuzz.add_argument("--time", default="60s", metavar="DURATION",
                       help="each task's budget: 90s, 10m, 1h (default 60s)")
-    fuzz.add_argument("--jobs", type=_count, default=4,
+    fuzz.add_argument("--jobs", type=positive, default=4,
                       help="inputs under way at once in each task (default 4)")
     fuzz.add_argument("--minimise", type=float, default=5.0, metavar="SECONDS",
                       help="seconds spent minimising each finding (default 5)")
