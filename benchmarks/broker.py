@@ -4,8 +4,10 @@ One producer connection SENDs N messages (100-byte body) to a fresh /queue/bench
 consumer connection, subscribed with ack:auto (its SUBSCRIBE confirmed by a RECEIPT before the
 first SEND), counts the MESSAGE frames. The rate is N over the time from the first SEND to the
 last MESSAGE received. Both clients are asyncio on this project's codec, in this process; each
-broker is a child process: the reference broker (`python -m conformance broker`) and coilmq
-(pip package, the `bench` extra), on free loopback ports. RabbitMQ is measured only when
+broker is a child process on a free loopback port: the reference broker of this checkout
+(`python -m conformance broker`) as pure Python and as built with STOMP_CONFORMANCE_MYPYC=1
+(a wheel built here, about a minute; see setup.py), and coilmq (pip package, the `bench`
+extra). RabbitMQ is measured only when
 something already answers STOMP as RabbitMQ on 127.0.0.1:61613 (guest/guest, host '/'); it is
 never installed or started here.
 
@@ -21,6 +23,7 @@ Two workloads, each on every broker:
 Prints messages/s per broker and the ratios ours/peer, best of three rounds.
 
     python benchmarks/broker.py [--messages N] [--rounds R] [--timeout S] [--skip-coilmq]
+                                [--skip-mypyc]
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from conformance.codec import Frame, Parser, StompError, encode
 
 HOST = "127.0.0.1"  # every broker and every connection here: loopback only
 OURS = "stomp-conformance"
+COMPILED = "stomp-conformance mypyc"
 RABBITMQ_PORT = 61613
 BODY = b"x" * 100
 BATCH = 256  # SEND frames per write (pipelined)
@@ -130,7 +134,7 @@ class Child:
     stops it), its output appended to a temporary file."""
 
     def __init__(self, argv: Sequence[str], *, stop_signal: int,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         fd, self.log = tempfile.mkstemp(prefix="bench-broker-", suffix=".log")
         os.close(fd)
         self.stop_signal = stop_signal
@@ -138,7 +142,7 @@ class Child:
         with open(self.log, "ab") as out:  # O_APPEND: reading it never moves the writer
             self.proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+                                         cwd=cwd, start_new_session=True)
 
     def output(self) -> str:
         return Path(self.log).read_bytes().decode(errors="replace")
@@ -171,12 +175,38 @@ class Child:
                 os.unlink(self.log)
 
 
-def start_ours(stack: contextlib.ExitStack) -> Target:
+def build_compiled(stack: contextlib.ExitStack) -> Path:
+    """This checkout built as a wheel with STOMP_CONFORMANCE_MYPYC=1 and unpacked into a
+    temporary folder: put first on PYTHONPATH, its `conformance` is the compiled one."""
+    work = Path(tempfile.mkdtemp(prefix="bench-mypyc-"))
+    stack.callback(shutil.rmtree, work, True)
+    print("building the mypyc-compiled broker from this checkout (about a minute)...",
+          file=sys.stderr, flush=True)
+    def pip(*args: str) -> None:
+        done = subprocess.run([sys.executable, "-m", "pip", "-q", "--disable-pip-version-check",
+                               *args], capture_output=True, text=True,
+                              env={**os.environ, "STOMP_CONFORMANCE_MYPYC": "1"})
+        if done.returncode:
+            lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+            raise BenchError(f"`pip {args[0]}` failed: {lines[-1][:200]}")
+
+    pip("wheel", "--no-deps", "-w", str(work), str(ROOT))
+    pip("install", "--no-deps", "--target", str(work / "site"), *map(str, work.glob("*.whl")))
+    site = work / "site"
+    check = subprocess.run([sys.executable, "-c", "import conformance.codec.parser as m; "
+                            "print(m.__file__)"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(site)}, cwd=work)
+    if not check.stdout.strip().endswith(".so"):
+        raise BenchError(f"the wheel's parser is not compiled: {check.stdout or check.stderr}")
+    return site
+
+
+def start_ours(stack: contextlib.ExitStack, name: str = OURS, path: Path = ROOT) -> Target:
     port = free_port()
     env = dict(os.environ)  # this checkout's broker, whatever is installed
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(path), env.get("PYTHONPATH")) if p)
     child = Child([sys.executable, "-m", "conformance", "broker", "--host", HOST,
-                   "--port", str(port)], stop_signal=signal.SIGINT, env=env)
+                   "--port", str(port)], stop_signal=signal.SIGINT, env=env, cwd=path)
     stack.callback(child.stop)
     ready = f"stomp-conformance broker listening on {HOST}:{port}"
     deadline = time.monotonic() + 15
@@ -187,7 +217,7 @@ def start_ours(stack: contextlib.ExitStack) -> Target:
         if time.monotonic() > deadline:
             raise BenchError("not listening 15 s after start")
         time.sleep(0.05)
-    target = Target(OURS, port, "1.2", "localhost", child=child)
+    target = Target(name, port, "1.2", "localhost", child=child)
     answer = handshake(target, 5.0)
     if answer.command != "CONNECTED":
         raise BenchError(f"answered CONNECT with {refusal(answer)}")
@@ -307,17 +337,42 @@ class Progress:
 
 
 async def consume(consumer: Client, count: int, progress: Progress) -> None:
+    """Counts the MESSAGE frames without building them, so that the client costs less than
+    the broker it measures: after EOLs, each frame must start with the MESSAGE command and
+    ends at its first NUL (the bodies hold none). Anything else is parsed and reported."""
     for frame in consumer.pending:  # nothing should come between RECEIPT and the first SEND
         if frame.command != "MESSAGE":
             raise BenchError(f"consumer got {refusal(frame)}")
         progress.received += 1
     consumer.pending = []
+    if consumer.parser.buffered:
+        raise BenchError("consumer got part of a frame before the first SEND")
+    head = b"MESSAGE\n"
+    buf = b""
     while progress.received < count:
-        for frame in await consumer.frames("consumer"):
-            if frame.command != "MESSAGE":
-                raise BenchError(f"consumer got {refusal(frame)} after "
-                                 f"{progress.received:,} messages")
-            progress.received += 1
+        data = await consumer.reader.read(READ)
+        if not data:
+            raise BenchError(f"the broker closed the consumer connection after "
+                             f"{progress.received:,} messages")
+        buf = buf + data if buf else data
+        pos, size = 0, len(buf)
+        while pos < size:
+            if buf.startswith(head, pos):
+                end = buf.find(b"\0", pos)
+                if end < 0:
+                    break
+                progress.received += 1
+                pos = end + 1
+            elif buf[pos] in b"\r\n":
+                pos += 1
+            elif head.startswith(buf[pos:]):
+                break  # the command is cut by the end of the read
+            else:
+                other = Parser(version="1.2", strict=False).feed(buf[pos:] + b"\0")
+                got = next((refusal(e) for e in other if isinstance(e, Frame)),
+                           repr(buf[pos:pos + 80]))
+                raise BenchError(f"consumer got {got} after {progress.received:,} messages")
+        buf = buf[pos:]
     progress.last_message = time.perf_counter()
     if progress.received > count:
         raise BenchError(f"consumer got {progress.received:,} messages, {count:,} were sent")
@@ -460,14 +515,15 @@ def report(workload: str, args: argparse.Namespace, order: list[str],
     print(f"\n{workload}: {args.messages:,} messages, 100-byte body, 1 producer + 1 consumer "
           f"connection, ack auto, {HOST}, best of {args.rounds}\n  ({WORKLOADS[workload]})")
     best = {name: max(values) for name, values in rates.items()}
-    ours = best.get(OURS)
+    ours = [name for name in (COMPILED, OURS) if name in best]
     for name in order:
         if name not in best:
-            print(f"  {name:18} {failed.get(name, 'not run')}")
+            print(f"  {name:24} {failed.get(name, 'not run')}")
             continue
-        line = f"  {name:18} {best[name]:10,.0f} messages/s"
-        if name != OURS:
-            line += f"   ours/{name} = " + (f"{ours / best[name]:5.2f}x" if ours else "n/a")
+        line = f"  {name:24} {best[name]:10,.0f} messages/s"
+        if name not in (COMPILED, OURS):
+            line += "   " + ", ".join(f"{'mypyc' if mine == COMPILED else 'pure'}/{name} = "
+                                      f"{best[mine] / best[name]:5.2f}x" for mine in ours)
         rounds = " ".join(f"{r:,.0f}" for r in rates[name])
         print(f"{line}   (rounds: {rounds})")
     return best
@@ -479,10 +535,11 @@ def goals(results: dict[str, dict[str, float]]) -> None:
         # the same workload for both sides: pipelined when the peer survives it, else paced
         for workload in ("pipelined", "paced"):
             best = results.get(workload, {})
-            if OURS in best and peer in best:
-                ratio = best[OURS] / best[peer]
+            ours = next((name for name in (COMPILED, OURS) if name in best), None)
+            if ours and peer in best:
+                ratio = best[ours] / best[peer]
                 print(f"goal {goal:g}x {peer}: {'met' if ratio >= goal else 'NOT met'} "
-                      f"({ratio:.2f}x, {workload})")
+                      f"({ours}, {ratio:.2f}x, {workload})")
                 break
         else:
             print(f"goal {goal:g}x {peer}: not measured (no workload ran on both)")
@@ -494,29 +551,32 @@ def terminate(signum: int, frame: FrameType | None) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=20_000, help="messages per round")
+    parser.add_argument("--messages", type=int, default=100_000, help="messages per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per broker (best of)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a round may take before it fails")
     parser.add_argument("--skip-coilmq", action="store_true", help="do not start coilmq")
+    parser.add_argument("--skip-mypyc", action="store_true",
+                        help="measure the pure-Python broker only (no compiled build)")
     args = parser.parse_args()
     if args.messages < 1 or args.rounds < 1 or args.timeout <= 0:
         parser.error("--messages and --rounds must be positive, --timeout above 0")
     signal.signal(signal.SIGTERM, terminate)
 
-    order = [OURS, "coilmq", "rabbitmq"]
+    order = [COMPILED, OURS, "coilmq", "rabbitmq"]
     targets: list[Target] = []
     skipped: dict[str, str] = {}
     results: dict[str, dict[str, float]] = {}
-    starters = {OURS: start_ours, "coilmq": start_coilmq}
+    starters = {COMPILED: lambda stack: start_ours(stack, COMPILED, build_compiled(stack)),
+                OURS: start_ours, "coilmq": start_coilmq}
     with contextlib.ExitStack() as stack:
         try:
             targets.append(probe_rabbitmq())  # before any child takes a port
         except BenchError as error:
             skipped["rabbitmq"] = f"skipped: {error}"
         for name, start in starters.items():
-            if name == "coilmq" and args.skip_coilmq:
-                skipped[name] = "skipped: --skip-coilmq"
+            if (name, True) in (("coilmq", args.skip_coilmq), (COMPILED, args.skip_mypyc)):
+                skipped[name] = f"skipped: --skip-{name.split()[-1]}"
                 continue
             try:
                 targets.append(start(stack))
@@ -529,7 +589,7 @@ def main() -> int:
             rates = measure(targets, workload == "paced", args, failed)
             results[workload] = report(workload, args, order, rates, failed)
     goals(results)
-    return 0 if all(OURS in best for best in results.values()) else 1
+    return 0 if all(OURS in best or COMPILED in best for best in results.values()) else 1
 
 
 if __name__ == "__main__":

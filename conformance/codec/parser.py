@@ -244,15 +244,11 @@ class Parser:
         if stop + 1 - start > self._max_frame:
             raise FrameTooLarge(f"frame of {stop + 1 - start} octets exceeds the limit of "
                                 f"{self._max_frame}", offset=self._base + start)
-        frame = Frame.__new__(Frame)
-        frame.command = command
-        frame.headers = headers
         # A slice of a big body through a memoryview saves one copy of it.
-        frame.body = body = bytes(self._buf[body_start:stop] if stop - body_start < 4096
-                                  else memoryview(self._buf)[body_start:stop])
-        frame.violations = violations
-        frame.offset = self._base + start
-        frame.size = stop + 1 - start
+        body = bytes(self._buf[body_start:stop] if stop - body_start < 4096
+                     else memoryview(self._buf)[body_start:stop])
+        frame = Frame(command, headers, body, violations=violations,
+                      offset=self._base + start, size=stop + 1 - start)
         if body and command not in BODY_COMMANDS and self._version != "1.0":
             self._violate(violations, BodyNotAllowed, "body.forbidden-frames",
                           f"a {command} frame must not have a body ({len(body)} octets)",
