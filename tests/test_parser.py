@@ -230,6 +230,18 @@ def test_observing_mode_records_the_violation_and_goes_on(data: bytes, statement
     assert frames[-1].command == "RECEIPT" and frames[-1].violations == []
 
 
+def test_each_malformed_header_line_is_cited_at_its_own_offset() -> None:
+    # the same bad line twice, and many of them (each found without rereading the block)
+    frame = Parser(strict=False).feed(b"SEND\nbad\nk:1\nbad\n\n\x00")[0]
+    assert isinstance(frame, Frame)
+    assert [v.offset for v in frame.violations] == [5, 13]
+    assert frame.headers == [("bad", ""), ("k", "1"), ("bad", "")]
+    many = b"SEND\n" + b"x\n" * 900 + b"\n\x00"
+    frame = Parser(strict=False).feed(many)[0]
+    assert isinstance(frame, Frame)
+    assert [v.offset for v in frame.violations] == [5 + 2 * i for i in range(900)]
+
+
 def test_truncated_frame_at_close_is_an_error() -> None:
     parser = Parser()
     parser.feed(b"MESSAGE\ndestination:/q\n\nhalf a bo")

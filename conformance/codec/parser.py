@@ -309,7 +309,10 @@ class Parser:
             for line in lines[1:]:
                 name, colon, value = line.partition(":")
                 if not colon or not name or (escaping and ":" in value):
-                    self._bad_header(line, lines.index(line), block, pos, violations)
+                    # a malformed line: read the block again where each line's offset is known
+                    headers, length = self._slow_headers(lines, block, pos, escaping,
+                                                         violations)
+                    break
                 if name == "content-length" and length is None and self.content_length:
                     length = value
                 headers.append((name, value))
@@ -338,7 +341,8 @@ class Parser:
 
     def _slow_headers(self, lines: list[str], block: bytearray, pos: int, escaping: bool,
                       violations: list[Violation]) -> tuple[list[tuple[str, str]], str | None]:
-        """Header lines holding a backslash or a CR: check them and decode their escapes."""
+        """Header lines holding a backslash, a CR or a malformed line: check them and decode
+        their escapes."""
         starts = _line_starts(block, self._base + pos)
         headers = []
         length = None
@@ -349,8 +353,11 @@ class Parser:
                 self._violate(violations, FramingError, "frames.header-grammar",
                               "CR inside a header line", starts[index] - self._base)
             if not colon or not name or (escaping and ":" in value):
-                self._bad_header(line, index, block, pos, violations)
-            if escaping:
+                self._violate(violations, FramingError, "frames.header-grammar",
+                              f"unescaped ':' in the value of header {name!r}" if colon and name
+                              else f"header line {line[:40]!r} is not name:value",
+                              starts[index] - self._base)
+            if escaping and "\\" in line:
                 try:
                     name = unescape(name, self._version, offset=starts[index])
                     value = unescape(value, self._version,
@@ -364,14 +371,6 @@ class Parser:
                 length = value
             headers.append((name, value))
         return headers, length
-
-    def _bad_header(self, line: str, index: int, block: bytearray, pos: int,
-                    violations: list[Violation]) -> None:
-        name, colon, _ = line.partition(":")
-        self._violate(violations, FramingError, "frames.header-grammar",
-                      f"unescaped ':' in the value of header {name!r}" if colon and name
-                      else f"header line {line[:40]!r} is not name:value",
-                      _line_starts(block, pos)[index])
 
     def _check_partial_head(self, pos: int, n: int) -> None:
         """Bound an unfinished header block: its open line and its count of lines."""
