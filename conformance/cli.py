@@ -24,14 +24,10 @@ from conformance.engine import Engine, HarnessError, Target
 from conformance.pipeline.cli import add_pipeline
 from conformance.profile import ProfileError, load_profile, shipped
 from conformance.report import ReportWriter
-from conformance.report.baseline import (
-    BaselineDiff,
-    ReportFileError,
-    compare_baseline,
-    load_report,
-)
+from conformance.report.baseline import BaselineDiff, compare_baseline, load_report
 from conformance.report.compare import compare, compare_html, compare_markdown, dumps_json
-from conformance.report.files import write_atomic
+from conformance.report.files import ReportFileError, write_atomic
+from conformance.report.history import load_history
 from conformance.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.selftest import coverage, selftest
@@ -148,6 +144,15 @@ def _run(args: argparse.Namespace) -> int:
     except ReportFileError as error:
         print(f"stomp-conformance: --baseline: {error}", file=sys.stderr)
         return EXIT_USAGE
+    if args.history and not args.html:
+        print("stomp-conformance: --history adds sections to the HTML report: give --html too",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        history = load_history(args.history) if args.history else None
+    except ReportFileError as error:
+        print(f"stomp-conformance: --history: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
     async def run() -> list[CaseResult]:
         if address is not None:
@@ -165,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
 
     reports = ReportWriter(run_id="", json_path=args.json, junit_path=args.junit,
                            records_dir=args.results, html_path=args.html,
-                           markdown_path=args.markdown)
+                           markdown_path=args.markdown, history=history)
     try:
         results = asyncio.run(run())
     except HarnessError as error:
@@ -374,7 +379,9 @@ def parser() -> argparse.ArgumentParser:
     spec.set_defaults(run=_spec)
 
     run = verbs.add_parser("run", help="run the cases against a broker",
-                           description="Run the conformance cases against a broker.")
+                           description="Run the conformance cases against a broker.",
+                           usage="%(prog)s [--broker URL] [--profile NAME] [--cases PATH] "
+                                 "[reports] [selection] [options] (see --help)")
     run.add_argument("--broker", metavar="URL",
                      help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT (default: "
                           "the reference broker, started in this process)")
@@ -394,6 +401,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="PATH", help="write the JSON report to PATH")
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH")
     run.add_argument("--html", metavar="PATH", help="write the single-file HTML report to PATH")
+    run.add_argument("--history", metavar="PATH",
+                     help="add trend, regression, flaky-case and fuzz-bug sections to the HTML "
+                          "report from the report-data.json of `stomp-conformance pipeline` "
+                          "(the file, or the pipeline's output folder)")
     run.add_argument("--markdown", metavar="PATH",
                      help="write a Markdown summary (for a pull-request comment) to PATH")
     run.add_argument("--baseline", metavar="PATH",

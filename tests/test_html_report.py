@@ -409,6 +409,90 @@ image.src = "data:image/png;base64," + arguments[0];
 """
 
 
+def history_data() -> dict[str, Any]:
+    """A report-data.json as `pipeline` writes it, every string of it hostile: two brokers'
+    trends (one failing run), a regression, a flaky case and a fuzz bucket."""
+    def point(run: str, rate: float, failed: int) -> dict[str, Any]:
+        return {"run_id": run, "timestamp": "2026-11-20T10:00:00.000Z", "build": PAYLOAD,
+                "broker_version": None, "executions": 10, "passed": 10 - failed,
+                "failed": failed, "error": 0, "pass_rate": rate, "must_failing": failed,
+                "statements_failing": failed}
+    return {
+        "schema_version": 1, "generated": "2026-11-22T10:00:00.000Z",
+        "inputs": {"case_records": 40, "finding_records": 3, "bad_records_skipped": 0},
+        "trend": {"reference": [point("r1", 1.0, 0), point("r2", 0.8, 2), point("r3", 1.0, 0)],
+                  PAYLOAD: [point("e1", 0.5, 5)]},
+        "regressions": [{"broker": PAYLOAD, "run_id": "e1", "timestamp": "2026-11-20T10:00:00Z",
+                         "previous_run_id": "e0", "statement": PAYLOAD, "cases": 1,
+                         "case_ids": [PAYLOAD]}],
+        "flaky": [{"broker": "reference", "build": PAYLOAD, "case_id": PAYLOAD, "version": "1.2",
+                   "executions": 3, "outcomes": ["failed", "passed"], "flake_rate": 0.333333,
+                   "statements": [PAYLOAD], "first_seen": "2026-11-20T10:00:00Z",
+                   "last_seen": "2026-11-20T11:00:00Z", "passed": 2, "failed": 1,
+                   "error": 0}],
+        "buckets": [{"bucket_id": "b1", "classification": PAYLOAD, "statement": None,
+                     "shape": PAYLOAD, "findings": 3, "hits": 9, "brokers": [PAYLOAD],
+                     "seeds": 2, "first_seen": "2026-11-20T10:00:00Z",
+                     "last_seen": "2026-11-20T10:01:00Z", "example_finding": "f1",
+                     "example_replay": f"stomp-conformance replay {PAYLOAD}",
+                     "smallest_input_octets": 25}],
+    }
+
+
+def test_history_sections_show_pipeline_data_as_text(browser: WebDriver,
+                                                     tmp_path: Path) -> None:
+    data = tmp_path / "report-data.json"
+    data.write_text(json.dumps(history_data()))
+    page = tmp_path / "r.html"
+    done = cli("run", "--cases", str(ROOT / "cases" / "escaping"), "--html", str(page),
+               "--history", str(tmp_path))  # the pipeline's output folder
+    assert done.returncode == 0, done.stderr
+    requested, blocked, console = open_page(browser, page)
+    assert requested == [page.as_uri()] and blocked == [] and console == []
+    assert_no_script_ran(browser)
+    trends = browser.find_elements(By.CSS_SELECTOR, "#trend .trend")
+    assert [(t.get_attribute("data-broker"), t.get_attribute("data-runs")) for t in trends] \
+        == [(PAYLOAD, "1"), ("reference", "3")]  # by name; the payload an attribute value
+    # one chart per broker and nothing the payload's <svg> or <img> would have made
+    assert len(browser.find_elements(By.TAG_NAME, "svg")) == 2
+    assert browser.find_elements(By.TAG_NAME, "img") == []
+    dots = trends[1].find_elements(By.TAG_NAME, "circle")
+    assert [d.get_attribute("class") for d in dots] == ["clean", "failing", "clean"]
+    assert float(dots[1].get_attribute("cy") or 0) > float(dots[0].get_attribute("cy") or 0)
+    assert "80.0% passed, 2 failed" in (dots[1].get_attribute("textContent") or "")
+    assert "latest 100.0% (+0.0 points since the first)" in trends[1].text
+    for section in ("regressions", "flaky", "buckets"):
+        rows = browser.find_elements(By.CSS_SELECTOR, f"#{section} tbody tr")
+        assert len(rows) == 1, section
+        assert PAYLOAD in (rows[0].get_attribute("textContent") or ""), section
+    assert "33%" in browser.find_element(By.ID, "flaky").text
+    # the case filters still work beside the history tables
+    before = browser.find_element(By.ID, "shown").text
+    browser.find_element(By.CSS_SELECTOR, "button[data-group=area][data-set=none]").click()
+    assert browser.find_element(By.ID, "shown").text == "0" != before
+    assert_no_script_ran(browser)
+    screenshot = tmp_path / "history.png"
+    browser.find_element(By.ID, "trend").screenshot(str(screenshot))
+    print(f"screenshot: {screenshot}")
+
+
+def test_history_is_checked_before_the_run(tmp_path: Path) -> None:
+    wrong = tmp_path / "report-data.json"
+    wrong.write_text(json.dumps({**history_data(), "flaky": [{"broker": "x"}]}))
+    page = tmp_path / "r.html"
+    for args, says in (
+            (["--html", str(page), "--history", str(wrong)],
+             f"--history: {wrong} is not the report-data.json of `stomp-conformance pipeline`: "
+             "flaky/0: 'build' is a required property"),
+            (["--html", str(page), "--history", str(tmp_path / "none")],
+             f"--history: cannot read {tmp_path / 'none'}: No such file or directory"),
+            (["--history", str(wrong)], "--history adds sections to the HTML report")):
+        done = cli("run", "--cases", str(ROOT / "cases" / "escaping"), *args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"stomp-conformance: {says}"), done.stderr
+        assert len(done.stderr.splitlines()) == 1 and not page.exists()
+
+
 def check_rendered(driver: WebDriver, png: Path, *colours_shown: str) -> None:
     """The screenshot is a real page: a sizeable image of many colours, with no colour
     covering most of it, showing `colours_shown` (hex RGB, from the stylesheet)."""

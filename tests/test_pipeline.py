@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import cli
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
     ArrayType,
@@ -35,8 +36,8 @@ from conformance.pipeline.runner import run_jobs
 from conformance.pipeline.schemas import CASE_RESULT, FUZZ_FINDING, required
 from conformance.pipeline.session import SparkSettings, Started, first_line, start, stop
 from conformance.pipeline.signature import input_shape
+from conformance.report.history import load_history
 from conformance.report.records import FINDING_FIELDS, FINDING_NULLABLE
-from tests.helpers import cli
 
 
 @pytest.fixture(scope="session")
@@ -386,6 +387,14 @@ def test_pipeline_all_on_real_runs_then_fuzz_from_the_cds_archive(
     assert "value-encoding.no-trim" in regressed
     # both runs are one build: the faulty run's failures make those cases flaky
     assert data["flaky"] and {f["build"] for f in data["flaky"]} == {"stomp-conformance/0.1.0"}
+    # report.html shows the same data; `run --history` reads it back for a run's page
+    page = (out / "report.html").read_text("utf-8")
+    assert 'data-broker="reference" data-runs="2"' in page
+    assert page.count('<circle class="failing"') == 1
+    assert f"Regressions: statements that passed in a broker's previous run and fail now " \
+           f"({len(data['regressions'])})" in page
+    assert f"Flaky cases: mixed outcomes on one broker build ({len(data['flaky'])})" in page
+    assert load_history(out) == data
     assert list((tmp_path / "cache" / "stomp-conformance" / "spark").glob("classes-*.jsa"))
 
     fuzz = cli("pipeline", "fuzz", "--broker", "reference+error-without-close", "--seeds", "1",

@@ -16,7 +16,9 @@ size (the last TREND_POINTS runs per broker, the top TOP rows of each list).
                   "brokers", "seeds", "first_seen", "last_seen", "example_finding",
                   "example_replay", "smallest_input_octets"}, ... most findings first]}
 
-A section whose job did not run (no records of its kind) is an empty list or object."""
+A section whose job did not run (no records of its kind) is an empty list or object. The
+file's JSON Schema is conformance/report/history.schema.json; report.html beside it shows
+the sections as a page (`run --html --history` adds them to a run's page)."""
 
 from __future__ import annotations
 
@@ -29,10 +31,11 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from conformance.report.files import write_atomic
+from conformance.report.history import FILE, SCHEMA_VERSION
+from conformance.report.html import render_history
 from conformance.report.records import timestamp
 
-SCHEMA_VERSION = 1
-FILE = "report-data.json"
+PAGE = "report.html"
 TREND_POINTS = 500
 TOP = 100
 
@@ -96,7 +99,9 @@ def report_data(spark: SparkSession, output: Path, inputs: dict[str, int]) -> di
 
 
 def write_report_data(spark: SparkSession, output: Path, inputs: dict[str, int]) -> Path:
+    """report-data.json, and report.html showing it."""
     path = output / FILE
-    text = json.dumps(report_data(spark, output, inputs), indent=1, ensure_ascii=True)
-    write_atomic(path, (text + "\n").encode("ascii"))
+    data = report_data(spark, output, inputs)
+    write_atomic(path, (json.dumps(data, indent=1, ensure_ascii=True) + "\n").encode("ascii"))
+    write_atomic(output / PAGE, render_history(data).encode("utf-8"))
     return path

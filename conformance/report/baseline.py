@@ -5,38 +5,18 @@ the baseline can be moved forward."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from conformance.report.files import read_checked
 from conformance.report.json_report import schema
 from conformance.results import CaseResult, Outcome
 
 
-class ReportFileError(Exception):
-    """A file that is not a readable JSON report (one line)."""
-
-
 def load_report(path: Path | str) -> dict[str, Any]:
     """A JSON report written by `run --json`, checked against the report schema."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_bytes())
-    except OSError as error:
-        raise ReportFileError(f"cannot read {path}: {error.strerror or error}") from None
-    except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
-        raise ReportFileError(f"{path} is not JSON: {error}") from None
-    problem = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema()).iter_errors(data))
-    if problem is not None:
-        at = "/".join(str(p) for p in problem.absolute_path) or "top level"
-        raise ReportFileError(f"{path} is not a stomp-conformance JSON report: {at}: "
-                              f"{problem.message[:200]}")
-    report: dict[str, Any] = data
-    return report
+    return read_checked(path, schema(), "a stomp-conformance JSON report")
 
 
 @dataclass

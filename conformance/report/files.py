@@ -1,12 +1,40 @@
-"""Writing a report file atomically: a reader (a CI job, a file watcher) sees the old file
-or the whole new one, never half of one, even when the run is killed mid-write."""
+"""Report files: written atomically (a reader, a CI job or a file watcher, sees the old file
+or the whole new one, never half of one, even when the run is killed mid-write), and read
+back checked against their JSON Schema."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+
+class ReportFileError(Exception):
+    """A file that is not a readable report of the kind asked for (one line)."""
+
+
+def read_checked(path: Path | str, schema: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The JSON object in `path`, valid against `schema`; else ReportFileError naming the
+    first problem and where it is (`kind` says what the file should have been)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as error:
+        raise ReportFileError(f"cannot read {path}: {error.strerror or error}") from None
+    except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
+        raise ReportFileError(f"{path} is not JSON: {error}") from None
+    problem = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(data))
+    if problem is not None:
+        at = "/".join(str(p) for p in problem.absolute_path) or "top level"
+        raise ReportFileError(f"{path} is not {kind}: {at}: {problem.message[:200]}")
+    checked: dict[str, Any] = data
+    return checked
 
 
 def write_atomic(path: Path, data: bytes) -> None:

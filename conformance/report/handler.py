@@ -23,10 +23,12 @@ class ReportWriter:
     def __init__(self, *, run_id: str, json_path: Path | str | None = None,
                  junit_path: Path | str | None = None, records_dir: Path | str | None = None,
                  html_path: Path | str | None = None, markdown_path: Path | str | None = None,
+                 history: dict[str, Any] | None = None,
                  tool_version: str = __version__) -> None:
         self.run_id, self.tool_version = run_id, tool_version
         self.json_path, self.junit_path, self.records_dir = json_path, junit_path, records_dir
         self.html_path, self.markdown_path = html_path, markdown_path
+        self.history = history  # a loaded report-data.json, for the page's history sections
         self.target: Target | None = None
         self.written: list[Path] = []
 
@@ -55,7 +57,7 @@ class ReportWriter:
                 self.records_dir, event.results, target=target, run_id=self.run_id,
                 tool_version=self.tool_version, server=event.server.get("server")))
         if self.html_path is not None:
-            write_html(self.html_path, report)
+            write_html(self.html_path, report, self.history)
             self.written.append(Path(self.html_path))
         if self.markdown_path is not None:
             write_markdown(self.markdown_path, report)

@@ -18,6 +18,7 @@ import jinja2
 
 from conformance.report import view
 from conformance.report.files import write_atomic
+from conformance.report.history import history_view
 from conformance.report.transcript import pieces, show_hidden
 
 #: Octets of one record shown on the page; the JSON report keeps them all.
@@ -97,17 +98,26 @@ def stamp(when: datetime | None) -> str:
     return (when or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S %Z").strip()
 
 
-def render_html(report: dict[str, Any], *, generated: datetime | None = None) -> str:
-    """The page for `report` (a dict from report_json, or a saved JSON report loaded)."""
+def render_html(report: dict[str, Any], *, generated: datetime | None = None,
+                history: dict[str, Any] | None = None) -> str:
+    """The page for `report` (a dict from report_json, or a saved JSON report loaded), with
+    the history sections when given a loaded report-data.json."""
     bars = _bars(report)
     return render_page(
         "report.html.j2", report=report, generated=stamp(generated),
         level_lines=view.level_lines(report), counts=view.outcome_counts(report),
         verdict=view.verdict(report), bars=bars, areas=[bar["area"] for bar in bars],
         outcomes=view.OUTCOMES, marks=_MARKS, cases=[_case(c) for c in report["cases"]],
-        server=show_hidden(report["broker"]["server"] or ""))
+        server=show_hidden(report["broker"]["server"] or ""),
+        history=history_view(history) if history is not None else None)
 
 
-def write_html(path: Path | str, report: dict[str, Any]) -> None:
+def render_history(history: dict[str, Any]) -> str:
+    """The history sections alone, as a page."""
+    return render_page("history_page.html.j2", history=history_view(history))
+
+
+def write_html(path: Path | str, report: dict[str, Any],
+               history: dict[str, Any] | None = None) -> None:
     """Write the HTML page of `report` to `path` atomically."""
-    write_atomic(Path(path), render_html(report).encode("utf-8"))
+    write_atomic(Path(path), render_html(report, history=history).encode("utf-8"))

@@ -1,0 +1,80 @@
+"""The history sections of the HTML report (trend, regressions, flaky cases, fuzz bugs),
+from the report-data.json that `stomp-conformance pipeline` writes. `run --history PATH`
+adds them to a run's page; the pipeline writes them alone as report.html beside the data.
+
+The file is checked against history.schema.json before use. Every string in it came from
+a broker or a record (builds, case ids, replay commands) and reaches the page through the
+same autoescaping as the rest of the report."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from conformance.report.files import read_checked
+
+FILE = "report-data.json"
+SCHEMA_VERSION = 1
+#: The trend chart's drawing area, in SVG user units.
+WIDTH, HEIGHT = 640, 120
+#: Runs per broker listed under its chart, newest first (the chart shows them all).
+RECENT = 8
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("history.schema.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def load_history(path: Path | str) -> dict[str, Any]:
+    """report-data.json, named or as the pipeline output folder holding it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / FILE
+    return read_checked(path, schema(), f"the {FILE} of `stomp-conformance pipeline`")
+
+
+def _chart(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pass rate of each run as SVG coordinates: oldest left, 100% at the top."""
+    step = WIDTH / max(len(points) - 1, 1)
+    dots = [{"x": f"{i * step:.1f}", "y": f"{HEIGHT * (1 - p['pass_rate']):.1f}",
+             "failing": bool(p["failed"] or p["error"]),
+             "title": f"{p['timestamp']} run {p['run_id']}: {p['pass_rate']:.1%} passed, "
+                      f"{p['failed']} failed, {p['error']} error"} for i, p in enumerate(points)]
+    return {"line": " ".join(f"{d['x']},{d['y']}" for d in dots), "dots": dots}
+
+
+def _day(stamp: str) -> str:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp
+
+
+def history_view(data: dict[str, Any]) -> dict[str, Any]:
+    """What the history template shows, from a loaded report-data.json."""
+    trends = []
+    for broker, points in sorted(data["trend"].items()):
+        if not points:
+            continue
+        first, last = points[0], points[-1]
+        trends.append({
+            "broker": broker, "runs": len(points), "chart": _chart(points),
+            "latest": f"{last['pass_rate']:.1%}",
+            "change": f"{100 * (last['pass_rate'] - first['pass_rate']):+.1f} points",
+            "recent": [dict(p, when=_day(p["timestamp"]), rate=f"{p['pass_rate']:.1%}")
+                       for p in reversed(points[-RECENT:])],
+        })
+    return {
+        "generated": data["generated"], "inputs": data["inputs"], "trends": trends,
+        "width": WIDTH, "height": HEIGHT,
+        "regressions": [dict(r, when=_day(r["timestamp"])) for r in data["regressions"]],
+        "flaky": [dict(f, rate=f"{f['flake_rate']:.0%}") for f in data["flaky"]],
+        "buckets": data["buckets"],
+    }
