@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from compiled import BuildError, build_compiled
+
 from conformance.codec import Frame, Parser, StompError, encode
 
 HOST = "127.0.0.1"  # every broker and every connection here: loopback only
@@ -175,30 +177,13 @@ class Child:
                 os.unlink(self.log)
 
 
-def build_compiled(stack: contextlib.ExitStack) -> Path:
-    """This checkout built as a wheel with STOMP_CONFORMANCE_MYPYC=1 and unpacked into a
-    temporary folder: put first on PYTHONPATH, its `conformance` is the compiled one."""
+def build(stack: contextlib.ExitStack) -> Path:
     work = Path(tempfile.mkdtemp(prefix="bench-mypyc-"))
     stack.callback(shutil.rmtree, work, True)
-    print("building the mypyc-compiled broker from this checkout (about a minute)...",
-          file=sys.stderr, flush=True)
-    def pip(*args: str) -> None:
-        done = subprocess.run([sys.executable, "-m", "pip", "-q", "--disable-pip-version-check",
-                               *args], capture_output=True, text=True,
-                              env={**os.environ, "STOMP_CONFORMANCE_MYPYC": "1"})
-        if done.returncode:
-            lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
-            raise BenchError(f"`pip {args[0]}` failed: {lines[-1][:200]}")
-
-    pip("wheel", "--no-deps", "-w", str(work), str(ROOT))
-    pip("install", "--no-deps", "--target", str(work / "site"), *map(str, work.glob("*.whl")))
-    site = work / "site"
-    check = subprocess.run([sys.executable, "-c", "import conformance.codec.parser as m; "
-                            "print(m.__file__)"], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(site)}, cwd=work)
-    if not check.stdout.strip().endswith(".so"):
-        raise BenchError(f"the wheel's parser is not compiled: {check.stdout or check.stderr}")
-    return site
+    try:
+        return build_compiled(work)
+    except BuildError as error:
+        raise BenchError(str(error)) from None
 
 
 def start_ours(stack: contextlib.ExitStack, name: str = OURS, path: Path = ROOT) -> Target:
@@ -567,7 +552,7 @@ def main() -> int:
     targets: list[Target] = []
     skipped: dict[str, str] = {}
     results: dict[str, dict[str, float]] = {}
-    starters = {COMPILED: lambda stack: start_ours(stack, COMPILED, build_compiled(stack)),
+    starters = {COMPILED: lambda stack: start_ours(stack, COMPILED, build(stack)),
                 OURS: start_ours, "coilmq": start_coilmq}
     with contextlib.ExitStack() as stack:
         try:

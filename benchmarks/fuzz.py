@@ -5,9 +5,9 @@
   executions per second are read off libFuzzer's final stats. Goal: 20,000/s on one core.
 - the network fuzzer: `stomp-conformance fuzz` (grammar inputs, every one on a fresh
   connection, liveness probes included, no minimising) for --time seconds against
-  * the reference broker embedded in the fuzzer's own process (what `fuzz` does with no
-    --broker: one core for both),
-  * the reference broker in a process of its own (`stomp-conformance broker`),
+  * the reference broker that `fuzz` starts when given no --broker (a child process), with
+    this checkout as pure Python and as the STOMP_CONFORMANCE_MYPYC=1 build (fuzzer and
+    broker both compiled, as that install would run them; built here, about a minute),
   * RabbitMQ, only when something answers STOMP as RabbitMQ on 127.0.0.1:61613 (guest/
     guest, host /); it is never installed or started here.
   inputs/s is the campaign's inputs over its fuzzing time, from its state file. Goal: 1,000
@@ -15,12 +15,14 @@
 Prints each figure, its ratio to the goal and the ratio reference / RabbitMQ.
 
     python benchmarks/fuzz.py [--time S] [--atheris-time S] [--jobs N] [--skip-atheris]
+                              [--skip-mypyc]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import socket
 import subprocess
@@ -29,7 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from compiled import ROOT, BuildError, build_compiled
+
 HOST = "127.0.0.1"
 RABBITMQ_PORT = 61613
 ATHERIS_GOAL = 20_000
@@ -54,13 +57,6 @@ def atheris_rate(seconds: int) -> float | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def answers_as_rabbitmq(port: int) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=2) as s:
@@ -72,13 +68,16 @@ def answers_as_rabbitmq(port: int) -> bool:
     return answer.startswith(b"CONNECTED") and b"RabbitMQ" in answer
 
 
-def campaign_rate(seconds: float, jobs: int, flags: list[str]) -> tuple[float, int, int]:
-    """(inputs/s, inputs, probes) of one `stomp-conformance fuzz` run."""
+def campaign_rate(seconds: float, jobs: int, flags: list[str],
+                  package: Path = ROOT) -> tuple[float, int, int]:
+    """(inputs/s, inputs, probes) of one `stomp-conformance fuzz` run of the `conformance`
+    package in the folder `package`."""
     with tempfile.TemporaryDirectory() as folder:
         done = subprocess.run(
             [sys.executable, "-m", "conformance", "fuzz", "--time", f"{seconds}s", "--jobs",
              str(jobs), "--minimise", "0", "--seed", "1", "--corpus", folder, *flags],
-            capture_output=True, text=True, timeout=seconds + 120, cwd=ROOT)
+            capture_output=True, text=True, timeout=seconds + 120, cwd=package,
+            env={**os.environ, "PYTHONPATH": str(package)})
         if done.returncode not in (0, 1):
             raise SystemExit(f"fuzz {' '.join(flags)} failed (exit {done.returncode}): "
                              f"{done.stderr.strip()[-300:]}")
@@ -92,6 +91,8 @@ def main() -> None:
     options.add_argument("--atheris-time", type=int, default=10)
     options.add_argument("--jobs", type=int, default=16)
     options.add_argument("--skip-atheris", action="store_true")
+    options.add_argument("--skip-mypyc", action="store_true",
+                         help="measure the pure-Python fuzzer and broker only")
     args = options.parse_args()
 
     if not args.skip_atheris:
@@ -101,28 +102,24 @@ def main() -> None:
                   f"{ATHERIS_GOAL:,}: ratio {rate / ATHERIS_GOAL:.2f}")
 
     print(f"network fuzzer, {args.time:g} s each, {args.jobs} jobs, liveness probes included:")
+    runs: list[tuple[str, list[str], Path]] = [("reference, pure Python", [], ROOT)]
+    rabbit = answers_as_rabbitmq(RABBITMQ_PORT)
+    if rabbit:
+        runs.append(("rabbitmq", ["--broker", f"{HOST}:{RABBITMQ_PORT}", "--profile",
+                                  "rabbitmq"], ROOT))
     rates: dict[str, float] = {}
-    runs: list[tuple[str, list[str]]] = [("reference, embedded (one process)", [])]
-    port = free_port()
-    broker = subprocess.Popen([sys.executable, "-m", "conformance", "broker", "--port",
-                               str(port)], stderr=subprocess.PIPE, cwd=ROOT)
-    try:
-        assert broker.stderr is not None
-        broker.stderr.readline()  # "listening on ..."
-        runs.append(("reference, own process", ["--broker", f"{HOST}:{port}"]))
-        rabbit = answers_as_rabbitmq(RABBITMQ_PORT)
-        if rabbit:
-            runs.append(("rabbitmq", ["--broker", f"{HOST}:{RABBITMQ_PORT}", "--profile",
-                                      "rabbitmq"]))
-        for name, flags in runs:
+    with tempfile.TemporaryDirectory(prefix="bench-mypyc-") as work:
+        if not args.skip_mypyc:
+            try:
+                runs.insert(1, ("reference, mypyc build", [], build_compiled(Path(work))))
+            except BuildError as error:
+                print(f"  reference, mypyc build: not measured: {error}")
+        for name, flags, package in runs:
             started = time.monotonic()
-            rate, inputs, probes = campaign_rate(args.time, args.jobs, flags)
+            rate, inputs, probes = campaign_rate(args.time, args.jobs, flags, package)
             rates[name] = rate
-            print(f"  {name:36} {rate:8,.0f} inputs/s  ({inputs:,} inputs, {probes} probes, "
+            print(f"  {name:28} {rate:8,.0f} inputs/s  ({inputs:,} inputs, {probes} probes, "
                   f"{time.monotonic() - started:.0f} s with start-up)")
-    finally:
-        broker.terminate()
-        broker.wait(10)
     if not rabbit:
         print("  rabbitmq: nothing answers STOMP as RabbitMQ on 127.0.0.1:61613: not measured "
               "(bash .ci/brokers/rabbitmq start)")
@@ -130,8 +127,8 @@ def main() -> None:
         print(f"goal {NETWORK_GOAL:,} inputs/s against the reference broker ({name}): ratio "
               f"{rates[name] / NETWORK_GOAL:.2f}")
     if "rabbitmq" in rates:
-        own = rates["reference, own process"]
-        print(f"reference (own process) / rabbitmq: {own / rates['rabbitmq']:.2f}")
+        print(f"reference (pure Python) / rabbitmq: "
+              f"{rates['reference, pure Python'] / rates['rabbitmq']:.2f}")
 
 
 if __name__ == "__main__":

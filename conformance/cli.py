@@ -279,7 +279,14 @@ def _broker(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        watching = None
+        if args.until_stdin_closes:
+            stdin = asyncio.StreamReader()
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+            watching = asyncio.create_task(_stop_at_eof(stdin, stop))
         await stop.wait()
+        if watching is not None:
+            watching.cancel()
         await broker.stop()
         print("stomp-conformance broker stopped", file=sys.stderr)
 
@@ -289,6 +296,12 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"stomp-conformance: {error}", file=sys.stderr)
         return EXIT_HARNESS
     return EXIT_OK
+
+
+async def _stop_at_eof(stdin: asyncio.StreamReader, stop: asyncio.Event) -> None:
+    while await stdin.read(4096):
+        pass
+    stop.set()
 
 
 def _not_run(value: str) -> tuple[str, str]:
@@ -428,6 +441,9 @@ def parser() -> argparse.ArgumentParser:
     broker.add_argument("--fault", action="append", metavar="NAME",
                         help="break one statement on purpose (repeatable; see --list-faults)")
     broker.add_argument("--list-faults", action="store_true", help="list the faults and exit")
+    broker.add_argument("--until-stdin-closes", action="store_true",
+                        help="also stop when standard input reaches its end (for a parent "
+                             "process that holds the other end of a pipe)")
     broker.set_defaults(run=_broker)
 
     def broker_flags(verb: argparse.ArgumentParser, default_profile: str | None, *,
@@ -436,7 +452,7 @@ def parser() -> argparse.ArgumentParser:
         verb.add_argument("--broker", metavar="URL",
                           help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT; only "
                                "loopback addresses unless --allow-remote (default: the "
-                               "reference broker, started in this process)")
+                               "reference broker, started for the command)")
         verb.add_argument("--allow-remote", action="store_true",
                           help="send to a broker that is not on this machine")
         verb.add_argument("--login")
@@ -445,8 +461,8 @@ def parser() -> argparse.ArgumentParser:
         verb.add_argument("--profile", default=default_profile,
                           help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
         verb.add_argument("--fault", action="append", metavar="NAME",
-                          help="with no --broker: switch on a fault of the embedded reference "
-                               "broker (repeatable; see broker --list-faults)")
+                          help="with no --broker: switch on a fault of the reference broker "
+                               "(repeatable; see broker --list-faults)")
         if deadline:
             verb.add_argument("--deadline", type=seconds, default=2.0,
                               help="seconds an input may take (default 2)")

@@ -83,6 +83,19 @@ def test_a_campaign_without_a_fault_finds_nothing(tmp_path: Path) -> None:
     assert "0 findings" in done.stderr
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc: no procps needed)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:  # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def test_kill_9_then_resume_loses_nothing(tmp_path: Path) -> None:
     corpus = tmp_path / "c"
     command = [sys.executable, "-m", "conformance", "fuzz", "--time", "120s", "--seed", "5",
@@ -97,9 +110,18 @@ def test_kill_9_then_resume_loses_nothing(tmp_path: Path) -> None:
                     counters(corpus)["inputs"] > 200:
                 break
         time.sleep(0.5)  # mid-run: inputs, minimising and saves under way
+        brokers = children(child.pid)  # the reference broker it started
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(10)
+    assert len(brokers) == 1
+    for _ in range(100):  # it sees its standard input close and stops
+        if not Path(f"/proc/{brokers[0]}").exists():
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(brokers[0], signal.SIGKILL)
+        pytest.fail("the reference broker outlived the fuzzer killed with SIGKILL")
     before = findings(corpus)
     counted = counters(corpus)
     assert len(before) >= 2 and counted["runs"] == 1

@@ -1,6 +1,6 @@
 """The work behind `stomp-conformance fuzz` and `stomp-conformance replay`: checking the
-flags (a non-loopback broker is refused without --allow-remote), the broker (the embedded
-reference broker, with --fault switches, when no --broker is given), the campaign or the
+flags (a non-loopback broker is refused without --allow-remote), the broker (the reference
+broker in a child process, with --fault switches, when no --broker is given), the campaign or the
 replay, and the exit code: 0 nothing found (or no finding graded failed), 1 a finding
 graded failed (fuzz) or the finding reproduced (replay), 2 usage or configuration, 3 the
 broker could not be reached or the harness failed."""
@@ -21,7 +21,8 @@ from rich.console import Console
 from rich.text import Text
 
 from conformance import __version__
-from conformance.broker import BrokerConfig, embedded
+from conformance.broker import BrokerConfig
+from conformance.broker.child import ChildBrokerError, reference_process
 from conformance.fuzz.campaign import Campaign, Settings, open_folder, worst
 from conformance.fuzz.display import CampaignDisplay
 from conformance.fuzz.findings import BrokerInfo, Finding
@@ -62,7 +63,8 @@ def _err(message: str) -> None:
 
 @dataclass
 class Where:
-    """The broker to fuzz or replay against: given, or the embedded one."""
+    """The broker to fuzz or replay against: given, or the reference broker this command
+    starts (its id still reads `reference@embedded`, as findings record it)."""
 
     address: BrokerAddress | None
     profile: Profile
@@ -85,13 +87,13 @@ class Where:
 
     @contextlib.asynccontextmanager
     async def target(self, versions: Sequence[Version]) -> AsyncIterator[Target]:
-        """The oracle's target, starting the embedded broker for the block if needed."""
+        """The oracle's target, starting the reference broker (in a child process) for the
+        block if needed."""
         if self.address is not None:
             yield self._target(self.address, versions)
             return
-        config = BrokerConfig(port=0, faults=frozenset(self.faults))
-        async with embedded(config) as broker:
-            yield self._target(parse_broker(f"127.0.0.1:{broker.port}"), versions)
+        async with reference_process(self.faults) as port:
+            yield self._target(parse_broker(f"127.0.0.1:{port}"), versions)
 
     def _target(self, address: BrokerAddress, versions: Sequence[Version]) -> Target:
         login = self.login or address.login or self.profile.login
@@ -181,7 +183,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
 
     try:
         findings, campaign = asyncio.run(run())
-    except Unreachable as error:
+    except (Unreachable, ChildBrokerError) as error:
         _err(f"cannot fuzz {where.info.id}: {error}")
         return EXIT_HARNESS
     except OSError as error:
@@ -250,7 +252,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
     try:
         result = asyncio.run(run())
-    except Unreachable as error:
+    except (Unreachable, ChildBrokerError) as error:
         _err(f"cannot replay against {where.info.id}: {error}")
         return EXIT_HARNESS
     for n, verdict in enumerate(result.verdicts, 1):

@@ -102,6 +102,7 @@ def fuzz_task(seed: int, broker: str, budget: float, settings: TaskSettings) -> 
     """One campaign of `budget` seconds against `broker` with `seed`: the finding records.
     Runs in an executor; never raises for a broker that cannot be fuzzed (the result says
     why), so one dead broker does not fail the other tasks."""
+    from conformance.broker.child import ChildBrokerError
     from conformance.fuzz.campaign import Campaign, Settings, open_folder
     from conformance.fuzz.command import Where
     from conformance.fuzz.generators import generator
@@ -142,7 +143,7 @@ def fuzz_task(seed: int, broker: str, budget: float, settings: TaskSettings) -> 
 
     try:
         asyncio.run(run())
-    except Unreachable as error:
+    except (Unreachable, ChildBrokerError) as error:
         result.error = f"cannot fuzz {broker}: {error}"
     except OSError as error:
         result.error = f"{broker}: {error.strerror or error}"

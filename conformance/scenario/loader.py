@@ -15,7 +15,7 @@ import jsonschema
 import yaml
 
 from conformance.scenario.model import BUILTIN_VARIABLES, Case, Step
-from conformance.spec import catalogue
+from conformance.spec import YAML_LOADER, catalogue
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
 STRENGTH_ORDER = ("must", "should", "may")
@@ -63,8 +63,8 @@ def load_file(file: Path) -> list[Case]:
     except (OSError, UnicodeDecodeError) as error:
         raise CaseLoadError(file, None, f"cannot read: {error}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=YAML_LOADER)
+        data = yaml.load(text, Loader=YAML_LOADER)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]

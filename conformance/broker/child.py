@@ -1,0 +1,65 @@
+"""The reference broker in a child process: what `fuzz` and `replay` target when no --broker
+is given. The fuzzer and the broker then run on two cores (one process would hold both on
+one), and a broker that hangs or dies cannot take the fuzzer's findings with it. The child
+is told to stop when its standard input closes, so it ends with its parent even when the
+parent is killed with SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+
+#: How long the child may take to listen (imports on a busy machine), and to stop.
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+_LISTENING = re.compile(rb"listening on 127\.0\.0\.1:(\d+)")
+
+
+class ChildBrokerError(Exception):
+    """The child broker did not start (one line)."""
+
+
+async def _discard(stream: asyncio.StreamReader) -> None:
+    """Read the child's stderr to its end, so that it never blocks on a full pipe."""
+    while await stream.read(65536):
+        pass
+
+
+@contextlib.asynccontextmanager
+async def reference_process(faults: Sequence[str] = ()) -> AsyncIterator[int]:
+    """The reference broker (with `faults`) listening on a free 127.0.0.1 port, for the
+    duration of the block; yields the port."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "conformance", "broker", "--host", "127.0.0.1", "--port", "0",
+        "--until-stdin-closes", *(arg for fault in faults for arg in ("--fault", fault)),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE)
+    assert process.stdin is not None and process.stderr is not None
+    draining: asyncio.Task[None] | None = None
+    try:
+        try:
+            line = await asyncio.wait_for(process.stderr.readline(), START_TIMEOUT)
+        except TimeoutError:
+            raise ChildBrokerError(f"the reference broker did not listen within "
+                                   f"{START_TIMEOUT:g} s") from None
+        found = _LISTENING.search(line)
+        if found is None:
+            said = (line + await process.stderr.read(2000)).decode(errors="replace").strip()
+            raise ChildBrokerError("the reference broker did not start: " +
+                                   (said.splitlines()[-1] if said else "no output"))
+        draining = asyncio.create_task(_discard(process.stderr))
+        yield int(found.group(1))
+    finally:
+        process.stdin.close()  # the child stops on its own; a signal if it does not
+        try:
+            await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGKILL)
+            await process.wait()
+        if draining is not None:
+            await draining
