@@ -19,6 +19,7 @@ from rich.text import Text
 
 from conformance.arguments import positive
 from conformance.pipeline import JOBS
+from conformance.report.history import PAGE
 
 if TYPE_CHECKING:
     from conformance.pipeline.session import SparkSettings, Started
@@ -202,7 +203,8 @@ def _jobs_command(args: argparse.Namespace) -> int:
     for name, path, rows in outcome.written:
         out.print(f"{name}: {rows} rows in {path}")
     if outcome.report_data is not None:
-        out.print(f"report data: {outcome.report_data}")
+        out.print(f"report data: {outcome.report_data}, shown by "
+                  f"{outcome.report_data.with_name(PAGE)}")
     return EXIT_OK
 
 
@@ -273,7 +275,8 @@ def _fuzz_command(args: argparse.Namespace) -> int:
         for name, path, rows in outcome.written:
             out.print(f"{name}: {rows} distinct bugs in {path}")
         if outcome.report_data is not None:
-            out.print(f"report data: {outcome.report_data}")
+            out.print(f"report data: {outcome.report_data}, shown by "
+                  f"{outcome.report_data.with_name(PAGE)}")
     if any(r.error for r in results):
         return EXIT_HARNESS
     failed = any(json.loads(line).get("grade") == "failed" for r in results

@@ -31,11 +31,10 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from conformance.report.files import write_atomic
-from conformance.report.history import FILE, SCHEMA_VERSION
+from conformance.report.history import FILE, PAGE, SCHEMA_VERSION
 from conformance.report.html import render_history
 from conformance.report.records import timestamp
 
-PAGE = "report.html"
 TREND_POINTS = 500
 TOP = 100
 

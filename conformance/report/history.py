@@ -18,6 +18,8 @@ from typing import Any
 from conformance.report.files import read_checked
 
 FILE = "report-data.json"
+#: The history sections alone, as a page, beside FILE.
+PAGE = "report.html"
 SCHEMA_VERSION = 1
 #: The trend chart's drawing area, in SVG user units.
 WIDTH, HEIGHT = 640, 120
