@@ -139,19 +139,17 @@ def _run(args: argparse.Namespace) -> int:
     if not cases:
         print("stomp-conformance: no case matches", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        baseline = load_report(args.baseline) if args.baseline else None
-    except ReportFileError as error:
-        print(f"stomp-conformance: --baseline: {error}", file=sys.stderr)
-        return EXIT_USAGE
     if args.history and not args.html:
         print("stomp-conformance: --history adds sections to the HTML report: give --html too",
               file=sys.stderr)
         return EXIT_USAGE
-    try:
+    flag = "--baseline"
+    try:  # both read before the run starts, so a bad file costs no run
+        baseline = load_report(args.baseline) if args.baseline else None
+        flag = "--history"
         history = load_history(args.history) if args.history else None
     except ReportFileError as error:
-        print(f"stomp-conformance: --history: {error}", file=sys.stderr)
+        print(f"stomp-conformance: {flag}: {error}", file=sys.stderr)
         return EXIT_USAGE
 
     async def run() -> list[CaseResult]:

@@ -412,7 +412,7 @@ image.src = "data:image/png;base64," + arguments[0];
 def history_data() -> dict[str, Any]:
     """A report-data.json as `pipeline` writes it, every string of it hostile: two brokers'
     trends (one failing run), a regression, a flaky case and a fuzz bucket."""
-    def point(run: str, rate: float, failed: int) -> dict[str, Any]:
+    def point(run: str, rate: float | None, failed: int) -> dict[str, Any]:
         return {"run_id": run, "timestamp": "2026-11-20T10:00:00.000Z", "build": PAYLOAD,
                 "broker_version": None, "executions": 10, "passed": 10 - failed,
                 "failed": failed, "error": 0, "pass_rate": rate, "must_failing": failed,
@@ -420,7 +420,8 @@ def history_data() -> dict[str, Any]:
     return {
         "schema_version": 1, "generated": "2026-11-22T10:00:00.000Z",
         "inputs": {"case_records": 40, "finding_records": 3, "bad_records_skipped": 0},
-        "trend": {"reference": [point("r1", 1.0, 0), point("r2", 0.8, 2), point("r3", 1.0, 0)],
+        "trend": {"reference": [point("r0", None, 0),  # no case decided: no dot
+                                point("r1", 1.0, 0), point("r2", 0.8, 2), point("r3", 1.0, 0)],
                   PAYLOAD: [point("e1", 0.5, 5)]},
         "regressions": [{"broker": PAYLOAD, "run_id": "e1", "timestamp": "2026-11-20T10:00:00Z",
                          "previous_run_id": "e0", "statement": PAYLOAD, "cases": 1,
@@ -452,7 +453,7 @@ def test_history_sections_show_pipeline_data_as_text(browser: WebDriver,
     assert_no_script_ran(browser)
     trends = browser.find_elements(By.CSS_SELECTOR, "#trend .trend")
     assert [(t.get_attribute("data-broker"), t.get_attribute("data-runs")) for t in trends] \
-        == [(PAYLOAD, "1"), ("reference", "3")]  # by name; the payload an attribute value
+        == [(PAYLOAD, "1"), ("reference", "4")]  # by name; the payload an attribute value
     # one chart per broker and nothing the payload's <svg> or <img> would have made
     assert len(browser.find_elements(By.TAG_NAME, "svg")) == 2
     assert browser.find_elements(By.TAG_NAME, "img") == []
@@ -461,6 +462,8 @@ def test_history_sections_show_pipeline_data_as_text(browser: WebDriver,
     assert float(dots[1].get_attribute("cy") or 0) > float(dots[0].get_attribute("cy") or 0)
     assert "80.0% passed, 2 failed" in (dots[1].get_attribute("textContent") or "")
     assert "latest 100.0% (+0.0 points since the first)" in trends[1].text
+    assert trends[1].find_elements(By.CSS_SELECTOR, "tbody tr")[-1].text.startswith("r0 ")
+    assert " - 0 0" in trends[1].find_elements(By.CSS_SELECTOR, "tbody tr")[-1].text
     for section in ("regressions", "flaky", "buckets"):
         rows = browser.find_elements(By.CSS_SELECTOR, f"#{section} tbody tr")
         assert len(rows) == 1, section

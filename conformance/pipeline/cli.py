@@ -95,8 +95,8 @@ def add_pipeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                     "campaign folder (OUTPUT/campaigns; a second run resumes them), then "
                     "bucket the findings. Exit 1 when a finding is graded failed.")
     fuzz.add_argument("--broker", action="append", metavar="SPEC",
-                      help="reference, reference+FAULT[,FAULT] (the embedded reference broker "
-                           "in each task) or PROFILE@HOST:PORT (repeatable; default reference)")
+                      help="reference, reference+FAULT[,FAULT] (the reference broker, started "
+                           "by each task) or PROFILE@HOST:PORT (repeatable; default reference)")
     fuzz.add_argument("--seeds", type=positive, default=2, metavar="N",
                       help="seeds per broker (default 2)")
     fuzz.add_argument("--first-seed", type=int, default=0, metavar="N",
@@ -276,7 +276,7 @@ def _fuzz_command(args: argparse.Namespace) -> int:
             out.print(f"{name}: {rows} distinct bugs in {path}")
         if outcome.report_data is not None:
             out.print(f"report data: {outcome.report_data}, shown by "
-                  f"{outcome.report_data.with_name(PAGE)}")
+                      f"{outcome.report_data.with_name(PAGE)}")
     if any(r.error for r in results):
         return EXIT_HARNESS
     failed = any(json.loads(line).get("grade") == "failed" for r in results

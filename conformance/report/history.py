@@ -42,13 +42,19 @@ def load_history(path: Path | str) -> dict[str, Any]:
     return read_checked(path, schema(), f"the {FILE} of `stomp-conformance pipeline`")
 
 
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
 def _chart(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pass rate of each run as SVG coordinates: oldest left, 100% at the top."""
+    """The pass rate of each run as SVG coordinates: oldest left, 100% at the top (a run
+    where no case was decided has no dot)."""
     step = WIDTH / max(len(points) - 1, 1)
     dots = [{"x": f"{i * step:.1f}", "y": f"{HEIGHT * (1 - p['pass_rate']):.1f}",
              "failing": bool(p["failed"] or p["error"]),
-             "title": f"{p['timestamp']} run {p['run_id']}: {p['pass_rate']:.1%} passed, "
-                      f"{p['failed']} failed, {p['error']} error"} for i, p in enumerate(points)]
+             "title": f"{p['timestamp']} run {p['run_id']}: {_rate(p['pass_rate'])} passed, "
+                      f"{p['failed']} failed, {p['error']} error"}
+            for i, p in enumerate(points) if p["pass_rate"] is not None]
     return {"line": " ".join(f"{d['x']},{d['y']}" for d in dots), "dots": dots}
 
 
@@ -65,12 +71,12 @@ def history_view(data: dict[str, Any]) -> dict[str, Any]:
     for broker, points in sorted(data["trend"].items()):
         if not points:
             continue
-        first, last = points[0], points[-1]
+        rates = [p["pass_rate"] for p in points if p["pass_rate"] is not None]
         trends.append({
             "broker": broker, "runs": len(points), "chart": _chart(points),
-            "latest": f"{last['pass_rate']:.1%}",
-            "change": f"{100 * (last['pass_rate'] - first['pass_rate']):+.1f} points",
-            "recent": [dict(p, when=_day(p["timestamp"]), rate=f"{p['pass_rate']:.1%}")
+            "latest": _rate(rates[-1] if rates else None),
+            "change": f"{100 * (rates[-1] - rates[0]):+.1f} points" if rates else "-",
+            "recent": [dict(p, when=_day(p["timestamp"]), rate=_rate(p["pass_rate"]))
                        for p in reversed(points[-RECENT:])],
         })
     return {
