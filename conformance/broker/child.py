@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import conformance
 
 #: How long the child may take to listen (imports on a busy machine), and to stop.
 START_TIMEOUT = 30.0
@@ -33,11 +37,14 @@ async def _discard(stream: asyncio.StreamReader) -> None:
 async def reference_process(faults: Sequence[str] = ()) -> AsyncIterator[int]:
     """The reference broker (with `faults`) listening on a free 127.0.0.1 port, for the
     duration of the block; yields the port."""
+    # This process's package, not whatever `conformance` the working directory holds (-P).
+    home = str(Path(conformance.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (home, os.environ.get("PYTHONPATH")) if p)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "conformance", "broker", "--host", "127.0.0.1", "--port", "0",
-        "--until-stdin-closes", *(arg for fault in faults for arg in ("--fault", fault)),
+        sys.executable, "-P", "-m", "conformance", "broker", "--host", "127.0.0.1", "--port",
+        "0", "--until-stdin-closes", *(arg for fault in faults for arg in ("--fault", fault)),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE)
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
     assert process.stdin is not None and process.stderr is not None
     draining: asyncio.Task[None] | None = None
     try:
