@@ -502,8 +502,8 @@ def parser() -> argparse.ArgumentParser:
     again = verbs.add_parser(
         "replay", help="replay a fuzz finding",
         description="Send a finding's reproducer again and judge the answer. Without "
-                    "--broker, against the broker it was found on (the embedded one with the "
-                    "same faults). Exit 1 when it reproduces, 0 when it does not.")
+                    "--broker, against the broker it was found on (the reference broker, started "
+                    "with the same faults). Exit 1 when it reproduces, 0 when it does not.")
     again.add_argument("finding", metavar="FINDING.json")
     broker_flags(again, None)
     again.add_argument("--times", type=positive, default=1,

@@ -1,6 +1,6 @@
 """The Spark pipeline, run for real in local mode on small data: the record schemas against
 the writers, bad records, each job's answers on records built to have known answers, the
-shape of fuzz inputs, the distributed fuzz campaign against the embedded reference broker,
+shape of fuzz inputs, the distributed fuzz campaign against the reference broker,
 and the `pipeline` verbs end to end on records of real runs.
 
 One SparkSession serves the whole file (starting Spark is the dominant cost); the verbs

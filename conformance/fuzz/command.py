@@ -119,8 +119,8 @@ def _where(args: argparse.Namespace, *, broker: str | None, profile: str,
         raise UsageError(str(error)) from None
     if address is not None:
         if faults:
-            raise UsageError("--fault switches faults of the embedded reference broker: it "
-                             "cannot be used with --broker")
+            raise UsageError("--fault switches faults of the reference broker that this "
+                             "command starts: it cannot be used with --broker")
         if not args.allow_remote and not is_loopback(address):
             raise UsageError(f"refusing to send fuzz input to {address.display}: it is not a "
                              "loopback address (malformed input can crash a broker); add "

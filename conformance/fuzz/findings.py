@@ -46,10 +46,10 @@ def finding_id(sig: tuple[str, ...]) -> str:
 @dataclass(frozen=True)
 class BrokerInfo:
     """The broker a finding was found on: enough to replay it, no credentials. `id` is
-    PROFILE@WHERE (WHERE is `embedded` for the in-process reference broker)."""
+    PROFILE@WHERE (WHERE is `embedded` for the reference broker the command starts)."""
 
     id: str
-    address: str  # host:port, or "" for the embedded broker
+    address: str  # host:port, or "" for the reference broker the command starts
     profile: str
     faults: tuple[str, ...] = ()
     embedded: bool = False

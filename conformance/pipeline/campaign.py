@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 
 from conformance.report.files import write_atomic
 
-#: A broker spec: `reference` or `reference+FAULT[,FAULT...]` (the embedded reference
-#: broker, started inside each task), or `PROFILE@HOST:PORT`.
+#: A broker spec: `reference` or `reference+FAULT[,FAULT...]` (the reference broker,
+#: started by each task), or `PROFILE@HOST:PORT`.
 _SPEC = re.compile(r"(?P<profile>[A-Za-z0-9_.-]+)(?:@(?P<address>\S+)|\+(?P<faults>[\w,.-]+))?")
 
 
@@ -85,7 +85,7 @@ def _where(spec: str, *, allow_remote: bool) -> object:
     except (ValueError, ProfileError) as error:
         raise CampaignError(f"--broker {spec!r}: {error}") from None
     if address is None and match["profile"] != "reference":
-        raise CampaignError(f"--broker {spec!r}: only the reference broker runs embedded; "
+        raise CampaignError(f"--broker {spec!r}: only the reference broker is started here; "
                             f"give {match['profile']}@HOST:PORT")
     if address is not None and not allow_remote and not is_loopback(address):
         raise CampaignError(f"--broker {spec!r}: {address.display} is not a loopback address "
