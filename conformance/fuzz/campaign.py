@@ -22,7 +22,7 @@ import hashlib
 import random
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,8 @@ class Settings:
 
 @dataclass
 class Stats:
+    """What the display shows: this run's share of the campaign's counters, and its rate."""
+
     elapsed: float = 0.0
     budget: float = 0.0
     inputs: int = 0
@@ -175,6 +177,7 @@ class Campaign:
         self.corpus: dict[str, FuzzInput] = {}
         self._corpus_list: list[FuzzInput] = []
         self.stats = Stats(budget=settings.budget)
+        self._counted_before = replace(state.counters)  # this run's stats are the difference
         self._stop = asyncio.Event()
         self._up = asyncio.Event()
         self._probe_now = asyncio.Event()
@@ -293,7 +296,6 @@ class Campaign:
     def _judged(self, index: int, fuzz: FuzzInput, verdict: Verdict) -> None:
         counters = self.state.counters
         counters.inputs += 1
-        self.stats.inputs += 1
         self._recent.append(fuzz)
         if verdict.anomalies:
             counters.anomalies += len(verdict.anomalies)
@@ -417,7 +419,6 @@ class Campaign:
         counters = self.state.counters
         for attempt in range(2):
             counters.probes += 1
-            self.stats.probes += 1
             why = await self.oracle.alive()
             if why is None:
                 return None
@@ -451,7 +452,6 @@ class Campaign:
             probe = await self._probe()
             if probe is None:
                 self.state.counters.unanswered += 1
-                self.stats.unanswered += 1
                 return
             await self._down(f"{why}; then {probe}")
 
@@ -509,10 +509,13 @@ class Campaign:
         self.folder.save_state(self.state)
 
     def _snapshot(self) -> Stats:
-        stats = self.stats
+        stats, counters, before = self.stats, self.state.counters, self._counted_before
         stats.elapsed = self._elapsed()
-        stats.total_inputs = self.state.counters.inputs
-        stats.anomalies = self.state.counters.anomalies
+        stats.inputs = counters.inputs - before.inputs
+        stats.probes = counters.probes - before.probes
+        stats.unanswered = counters.unanswered - before.unanswered
+        stats.total_inputs = counters.inputs
+        stats.anomalies = counters.anomalies
         now = time.monotonic()
         self._samples.append((now, stats.inputs))
         first_time, first_count = self._samples[0]

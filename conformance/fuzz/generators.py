@@ -4,17 +4,14 @@ against the broker, and has it say which minimised candidates are still the same
 
 `grammar` (the default) draws from the grammar strategies and mutations: a valid session
 one time in three, else an input that breaks one rule; one time in eight it sends an input
-of the corpus again, cut into writes anew. Another generator (a stateful one) lives in
-conformance/fuzz/NAME.py and calls `register(NAME, factory)` when imported; it is then
-chosen with `stomp-conformance fuzz --generator NAME`, its findings name it, and `replay`
-finds it by that name.
+of the corpus again, cut into writes anew. Another generator goes into GENERATORS under
+its name: it is then chosen with `stomp-conformance fuzz --generator NAME`, its findings
+name it, and `replay` finds it by that name.
 """
 
 from __future__ import annotations
 
-import importlib
 import random
-import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -72,22 +69,9 @@ Factory = Callable[[Sequence[Version], Sequence[str] | None], Generator]
 GENERATORS: dict[str, Factory] = {"grammar": GrammarGenerator}
 
 
-def register(name: str, factory: Factory) -> None:
-    """Make a generator available to campaigns and replay under `name`."""
-    GENERATORS[name] = factory
-
-
 def generator(name: str, versions: Sequence[Version],
               mutations: Sequence[str] | None = None) -> Generator:
-    """The generator `name`: registered already, or registered by importing the module
-    conformance/fuzz/NAME.py; ValueError naming the choices when there is none."""
-    if name not in GENERATORS and re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        module = f"conformance.fuzz.{name}"
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as missing:
-            if missing.name != module:  # the module is there; something it needs is not
-                raise ValueError(f"generator {name!r} cannot be loaded: {missing}") from None
+    """The generator `name`; ValueError naming the choices when there is none."""
     if name not in GENERATORS:
         raise ValueError(f"unknown generator {name!r}: choose from {', '.join(GENERATORS)}")
     return GENERATORS[name](versions, mutations)

@@ -22,8 +22,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-CASE_KIND = "case_result"
-FINDING_KIND = "fuzz_finding"
+from conformance.report.records import FINDING_KIND
+from conformance.report.records import KIND as CASE_KIND
+
 #: The schema versions of each kind this pipeline reads.
 SUPPORTED: dict[str, frozenset[int]] = {CASE_KIND: frozenset({1}), FINDING_KIND: frozenset({1})}
 #: Which files hold which kind (file names the writers use, searched under --input).
