@@ -1,8 +1,10 @@
 """Fuzzing speed, one run, 127.0.0.1 only.
 
-- atheris on the codec: the harness fuzz/parser.py under libFuzzer for --atheris-time
-  seconds in a child process (a scratch corpus first, the shipped seeds after it); its
-  executions per second are read off libFuzzer's final stats. Goal: 20,000/s on one core.
+- atheris on the codec: each harness of fuzz/ (parser, roundtrip, validator) under
+  libFuzzer for --atheris-time seconds in a child process (a scratch corpus first, the
+  shipped seeds after it); its executions per second are read off libFuzzer's final stats.
+  Goal: 20,000/s on one core. Beside them, benchmarks/atheris_bare.py: the instrumented
+  parser alone, one parse per input and no check, the ceiling of any parser harness.
 - the network fuzzer: `stomp-conformance fuzz` (grammar inputs, every one on a fresh
   connection, liveness probes included, no minimising) for --time seconds against
   * the reference broker that `fuzz` starts when given no --broker (a child process), with
@@ -39,12 +41,22 @@ ATHERIS_GOAL = 20_000
 NETWORK_GOAL = 1_000
 
 
-def atheris_rate(seconds: int) -> float | None:
-    """libFuzzer's executions per second on fuzz/parser.py (None: atheris cannot run)."""
+#: name -> (script, seed corpus) of the atheris rows
+ATHERIS = {
+    "parser": (ROOT / "fuzz" / "parser.py", ROOT / "fuzz" / "corpus" / "parser"),
+    "roundtrip": (ROOT / "fuzz" / "roundtrip.py", ROOT / "fuzz" / "corpus" / "roundtrip"),
+    "validator": (ROOT / "fuzz" / "validator.py", ROOT / "fuzz" / "corpus" / "validator"),
+    "bare parser (ceiling)": (ROOT / "benchmarks" / "atheris_bare.py",
+                              ROOT / "fuzz" / "corpus" / "parser"),
+}
+
+
+def atheris_rate(script: Path, seeds: Path, seconds: int) -> float | None:
+    """libFuzzer's executions per second on one harness (None: atheris cannot run)."""
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(
-            [sys.executable, str(ROOT / "fuzz" / "parser.py"), f"-max_total_time={seconds}",
-             "-print_final_stats=1", scratch, str(ROOT / "fuzz" / "corpus" / "parser")],
+            [sys.executable, str(script), f"-max_total_time={seconds}",
+             "-print_final_stats=1", scratch, str(seeds)],
             capture_output=True, text=True, timeout=seconds + 120, cwd=ROOT)
     found = re.search(r"stat::average_exec_per_sec:\s*(\d+)", done.stderr) or \
         re.findall(r"exec/s: (\d+)", done.stderr)
@@ -96,10 +108,12 @@ def main() -> None:
     args = options.parse_args()
 
     if not args.skip_atheris:
-        rate = atheris_rate(args.atheris_time)
-        if rate is not None:
-            print(f"atheris, fuzz/parser.py, {args.atheris_time} s: {rate:,.0f} exec/s; goal "
-                  f"{ATHERIS_GOAL:,}: ratio {rate / ATHERIS_GOAL:.2f}")
+        print(f"atheris on the codec, {args.atheris_time} s each, one core:")
+        for name, (script, seeds) in ATHERIS.items():
+            rate = atheris_rate(script, seeds, args.atheris_time)
+            if rate is not None:
+                print(f"  {name:24} {rate:8,.0f} exec/s  goal {ATHERIS_GOAL:,}: ratio "
+                      f"{rate / ATHERIS_GOAL:.2f}")
 
     print(f"network fuzzer, {args.time:g} s each, {args.jobs} jobs, liveness probes included:")
     runs: list[tuple[str, list[str], Path]] = [("reference, pure Python", [], ROOT)]

@@ -109,8 +109,8 @@ def seeds() -> Iterator[tuple[Version, str, bytes]]:
             yield version, name, data
 
 
-#: The parser target's read sizes, chosen in turn: byte by byte, odd sizes, one big read.
-READS: tuple[list[int], ...] = ([], [7], [1, 2, 3], [64])
+#: The parser target's first reads, chosen in turn: octet by octet, odd sizes, one of 64.
+READS: tuple[list[int], ...] = ([1] * 7, [7], [1, 2, 3], [64])
 
 
 def parser_seed(name: str, version: Version, data: bytes) -> bytes:
