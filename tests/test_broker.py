@@ -308,6 +308,69 @@ def test_a_slow_topic_consumer_does_not_make_the_broker_buffer(tmp_path: Path) -
     assert grown_mb < 100, f"{grown_mb:.0f} MB"
 
 
+def test_messages_held_in_queues_and_transactions_share_one_bound(tmp_path: Path) -> None:
+    # Each SEND below is about 160 octets: two fit in 400, whatever their queues.
+    body = "b" * 100
+    passes(tmp_path, f"""
+        - connect: {{}}
+        - send: {{command: BEGIN, headers: {{transaction: t1}}}}
+        - send: {{command: SEND, headers: {{destination: "${{queue}}", transaction: t1}}, body: {body}}}
+        - send: {{command: SEND, headers: {{destination: "${{queue}}", transaction: t1}}, body: {body}}}
+        - send: {{command: ABORT, headers: {{transaction: t1}}}}
+        - send: {{command: SEND, headers: {{destination: "${{queue}}", receipt: a}}, body: {body}}}
+        - expect: {{command: RECEIPT, headers: {{receipt-id: a}}}}
+        - send: {{command: SEND, headers: {{destination: "${{queue2}}", receipt: b}}, body: {body}}}
+        - expect: {{command: RECEIPT, headers: {{receipt-id: b}}}}
+        - send: {{command: BEGIN, headers: {{transaction: t2}}}}
+        - send: {{command: SEND, headers: {{destination: "${{queue2}}", transaction: t2}}, body: {body}}}
+        - expect_error_close: {{headers: {{message: {{regex: ".*holds 3[0-9][0-9] octets of messages, its limit is 400.*"}}}}}}
+    """, max_held_bytes=400)
+
+
+@pytest.mark.parametrize(("config", "frames"), [
+    ({"max_transactions": 2}, "BEGIN\\ntransaction:x\\n\\n\\0"),
+    ({"max_transaction_frames": 2},
+     "SEND\\ndestination:${queue}\\ntransaction:t2\\n\\n\\0" * 2),
+])
+def test_open_transactions_are_bounded(tmp_path: Path, config: dict[str, object],
+                                       frames: str) -> None:
+    passes(tmp_path, f"""
+        - connect: {{}}
+        - send: {{command: BEGIN, headers: {{transaction: t1}}}}
+        - send: {{command: BEGIN, headers: {{transaction: t2}}}}
+        - send: {{command: SEND, headers: {{destination: "${{queue}}", transaction: t1}}}}
+        - raw: {{data: "{frames}"}}
+        - expect_error_close: {{headers: {{message: {{regex: "more than 2 .*"}}}}}}
+    """, **config)
+
+
+def test_a_destination_is_dropped_once_it_holds_nothing(tmp_path: Path) -> None:
+    steps = "\n            ".join(
+        f"""- send: {{command: SEND, headers: {{destination: "/topic/t{n}"}}}}
+            - send: {{command: SUBSCRIBE, headers: {{id: s{n}, destination: "/queue/q{n}"}}}}
+            - send: {{command: UNSUBSCRIBE, headers: {{id: s{n}}}}}""" for n in range(20))
+    the_broker = Broker(BrokerConfig(port=0))
+    with serving(the_broker._accept) as port:  # type: ignore[arg-type]
+        assert outcome(tmp_path, port, f"""
+            - connect: {{}}
+            {steps}
+            - send: {{command: SUBSCRIBE, headers: {{id: a, destination: "${{queue}}", ack: client}}}}
+            - send: {{command: BEGIN, headers: {{transaction: t}}}}
+            - send: {{command: SEND, headers: {{destination: "${{queue}}", transaction: t}}, body: held}}
+            - send: {{command: COMMIT, headers: {{transaction: t, receipt: c}}}}
+            - expect: {{command: MESSAGE, body: held, capture: {{a1: ack}}}}
+            - send: {{command: ACK, headers: {{id: "${{a1}}"}}}}
+            - send: {{command: BEGIN, headers: {{transaction: never}}}}
+            - send: {{command: SEND, headers: {{destination: "${{queue2}}", transaction: never, receipt: r}}, body: dropped}}
+            - expect: {{command: RECEIPT}}
+        """)[0] == Outcome.PASSED
+        store = the_broker.store
+        deadline = time.monotonic() + 5
+        while (store.destinations or the_broker.sessions) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (list(store.destinations), store.held) == ([], 0)
+
+
 # -- faults --------------------------------------------------------------------------------------
 
 def test_every_fault_names_a_statement_of_the_catalogue() -> None:

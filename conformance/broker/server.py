@@ -5,7 +5,12 @@ Bounds (what one broker holds at most, whatever clients send):
 - per connection: one frame of `limits.max_frame` octets being parsed, plus
   `write_high_water` octets written and not yet read by the client (a slower consumer gets
   no more queue messages, and a topic subscriber that falls behind is disconnected);
-- per queue: `max_queue_bytes` of messages (a SEND beyond it gets ERROR then close);
+- `max_held_bytes` of messages, waiting in queues or sent in open transactions, over all
+  destinations (a SEND beyond it gets ERROR then close); a destination is kept only while
+  it holds a message or a subscription;
+- per connection: `max_subscriptions` subscriptions, `max_pending` unacknowledged messages
+  per subscription, `max_transactions` open transactions keeping `max_transaction_frames`
+  frames in all;
 - `max_connections` connections (more are refused at once).
 A connection that has not sent CONNECT within `connect_timeout`, or takes longer than
 `frame_timeout` to finish a frame, gets ERROR then close (slow-loris input).
@@ -43,7 +48,9 @@ class BrokerConfig:
                             max_body=8 * 1024 * 1024, max_frame=9 * 1024 * 1024)
     max_subscriptions: int = 1000
     max_pending: int = 1000
-    max_queue_bytes: int = 64 * 1024 * 1024
+    max_transactions: int = 1000
+    max_transaction_frames: int = 10_000
+    max_held_bytes: int = 256 * 1024 * 1024
     max_connections: int = 1000
     write_high_water: int = 4 * 1024 * 1024
     connect_timeout: float = 10.0
@@ -61,7 +68,7 @@ class BrokerConfig:
 class Broker:
     def __init__(self, config: BrokerConfig | None = None) -> None:
         self.config = config or BrokerConfig()
-        self.store = Store(max_bytes=self.config.max_queue_bytes)
+        self.store = Store(max_bytes=self.config.max_held_bytes)
         self.sessions: set[Session] = set()
         self.server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()

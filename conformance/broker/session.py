@@ -65,6 +65,9 @@ class Session:
         self.closing = False
         self.subscriptions: dict[str, Subscription] = {}
         self.transactions: dict[str, list[Callable[[], None]]] = {}
+        #: transaction -> octets of its SENDs the store holds until COMMIT or ABORT
+        self._held: dict[str, int] = {}
+        self._deferred = 0  # frames kept by open transactions
         self._acks = itertools.count(1)
         self.send_every = 0.0  # seconds between our heart-beats, 0: none
         self.expect_every = 0.0  # the client's
@@ -334,6 +337,10 @@ class Session:
             for actions in self.transactions.values():
                 for action in actions:
                     action()
+        else:
+            self.broker.store.release(sum(self._held.values()))
+        self._held.clear()
+        self._deferred = 0
         self.transactions.clear()
         requeue = "no-redelivery" not in self.faults
         for subscription in self.subscriptions.values():
@@ -490,13 +497,31 @@ class Session:
             raise Refused(f"{frame.command} without the required {name!r} header")
         return value
 
-    def _in_transaction(self, frame: Frame, action: Callable[[], None]) -> None:
+    def _transaction(self, frame: Frame) -> str | None:
+        """The open transaction the frame names, or None for a frame to act on now."""
         name = frame.get("transaction")
         if name is None or "ignore-transactions" in self.faults:
-            action()
-            return
+            return None
         if name not in self.transactions:
             raise Refused(f"unknown transaction {name!r}")
+        return name
+
+    def _in_transaction(self, frame: Frame, action: Callable[[], None]) -> None:
+        name = self._transaction(frame)
+        if name is None:
+            action()
+        else:
+            self._defer(name, action)
+
+    def _defer(self, name: str, action: Callable[[], None], held: int = 0) -> None:
+        """Keep `action` for COMMIT; the store holds a SEND's `held` octets till then."""
+        if self._deferred >= self.config.max_transaction_frames:
+            raise Refused(f"more than {self.config.max_transaction_frames} frames in open "
+                          "transactions")
+        if held:
+            self.broker.store.hold(held)
+            self._held[name] = self._held.get(name, 0) + held
+        self._deferred += 1
         self.transactions[name].append(action)
 
     def send(self, frame: Frame) -> None:
@@ -508,8 +533,12 @@ class Session:
         message = Message(store.message_id(), destination,
                           [(k, v) for k, v in frame.headers if k not in TRANSPORT_HEADERS],
                           frame.body, frame.size)
-        self._in_transaction(frame, functools.partial(store.destination(destination).send,
-                                                      message))
+        name = self._transaction(frame)
+        if name is None:
+            store.send(destination, message)
+        else:
+            self._defer(name, functools.partial(store.send, destination, message, held=True),
+                        message.size)
 
     def subscribe(self, frame: Frame) -> None:
         destination = self._required(frame, "destination")
@@ -607,6 +636,8 @@ class Session:
         name = self._required(frame, "transaction")
         if name in self.transactions:
             raise Refused(f"transaction {name!r} is already open on this connection")
+        if len(self.transactions) >= self.config.max_transactions:
+            raise Refused(f"more than {self.config.max_transactions} open transactions")
         self.transactions[name] = []
 
     def _finish(self, frame: Frame, *, commit: bool) -> None:
@@ -616,9 +647,13 @@ class Session:
             if "accept-unknown-transaction" in self.faults:
                 return
             raise Refused(f"unknown transaction {name!r}")
-        if commit:
+        self._deferred -= len(actions)
+        held = self._held.pop(name, 0)
+        if commit:  # its SENDs hand what the store held to their destinations
             for action in actions:
                 action()
+        else:
+            self.broker.store.release(held)
 
     def commit(self, frame: Frame) -> None:
         self._finish(frame, commit=True)

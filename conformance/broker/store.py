@@ -4,7 +4,7 @@ A queue (`/queue/...`) gives each message to one consumer, round robin among tho
 room; a topic (`/topic/...`) gives it to every subscriber. A consumer has room while its
 unacknowledged messages are under the limit and its connection's unsent bytes are under
 the high-water mark, so a slow consumer makes messages wait in the queue (bounded by the
-queue's byte limit), never in an unbounded buffer.
+store's byte limit), never in an unbounded buffer.
 """
 
 from __future__ import annotations
@@ -60,36 +60,37 @@ class QueueFull(Exception):
 
 
 class Destination:
-    def __init__(self, name: str, *, max_bytes: int) -> None:
+    def __init__(self, name: str, store: Store) -> None:
         self.name = name
         self.topic = name.startswith("/topic/")
-        self.max_bytes = max_bytes
+        self.store = store
         self.messages: deque[Message] = deque()
-        self.bytes = 0
         self.subscriptions: list[Subscription] = []
         self._turn = 0
 
-    def send(self, message: Message) -> None:
+    def send(self, message: Message, held: bool = False) -> None:
+        """`held`: the store holds the message already (a transaction's, at COMMIT)."""
         if self.topic:  # a topic does not wait: a subscriber without room is too slow
+            if held:
+                self.store.release(message.size)
             for subscription in list(self.subscriptions):
                 if subscription.has_room():
                     subscription.consumer.deliver(subscription, message)
                 else:
                     subscription.consumer.slow(subscription)
             return
-        if self.bytes + message.size > self.max_bytes:
-            raise QueueFull(f"queue {self.name} holds {self.bytes} octets, its limit is "
-                            f"{self.max_bytes}")
+        if not held:
+            self.store.hold(message.size)
         self.messages.append(message)
-        self.bytes += message.size
         self.dispatch()
 
     def requeue(self, messages: list[Message]) -> None:
-        """Messages given back (NACK, or their consumer went): first in line again."""
+        """Messages given back (NACK, or their consumer went): first in line again, held
+        whatever the limit, since they were held before."""
         for message in reversed(messages):
             message.redelivered = True
             self.messages.appendleft(message)
-            self.bytes += message.size
+            self.store.held += message.size
         self.dispatch()
 
     def dispatch(self) -> None:
@@ -101,26 +102,55 @@ class Destination:
                 if subscription.has_room():
                     self._turn = (self._turn + step + 1) % count
                     message = messages.popleft()
-                    self.bytes -= message.size
+                    self.store.held -= message.size
                     subscription.consumer.deliver(subscription, message)
                     break
             else:
                 return  # nobody has room: the messages wait
 
+    @property
+    def idle(self) -> bool:
+        return not self.messages and not self.subscriptions
+
 
 class Store:
-    """Every destination by name, created on first use."""
+    """Every destination in use, by name: one is made on first use and dropped once it
+    holds no message and no subscription, so the names clients make up cost nothing after.
+    `max_bytes` bounds the octets of the messages held, waiting in queues or sent in
+    transactions not yet committed (see `hold`)."""
 
     def __init__(self, *, max_bytes: int) -> None:
         self.max_bytes = max_bytes
+        self.held = 0
         self.destinations: dict[str, Destination] = {}
         self._ids = itertools.count(1)
+
+    def hold(self, size: int) -> None:
+        """Take `size` more octets of messages, or refuse them all with QueueFull."""
+        if self.held + size > self.max_bytes:
+            raise QueueFull(f"the broker holds {self.held} octets of messages, its limit is "
+                            f"{self.max_bytes}")
+        self.held += size
+
+    def release(self, size: int) -> None:
+        self.held -= size
 
     def destination(self, name: str) -> Destination:
         found = self.destinations.get(name)
         if found is None:
-            found = self.destinations[name] = Destination(name, max_bytes=self.max_bytes)
+            found = self.destinations[name] = Destination(name, self)
         return found
+
+    def _drop_if_idle(self, destination: Destination) -> None:
+        if destination.idle and self.destinations.get(destination.name) is destination:
+            del self.destinations[destination.name]
+
+    def send(self, name: str, message: Message, held: bool = False) -> None:
+        destination = self.destination(name)
+        try:
+            destination.send(message, held)
+        finally:
+            self._drop_if_idle(destination)
 
     def message_id(self) -> str:
         return f"m-{next(self._ids)}"
@@ -138,6 +168,7 @@ class Store:
         subscription.unacked.clear()
         if requeue and pending and not destination.topic:
             destination.requeue(pending)
+        self._drop_if_idle(destination)
 
     def dispatch_all(self, accept: Callable[[Destination], bool] = lambda d: True) -> None:
         for destination in list(self.destinations.values()):

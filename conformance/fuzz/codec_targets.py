@@ -149,8 +149,9 @@ def _check_read(parser: Parser, size: int, fed: int, most: int) -> None:
 
 def _check_statement(statement: str | None, version: Version, what: str,
                      citer: object) -> None:
-    """A cited statement exists and binds the version it was cited for (`what` and the
-    `citer` name who cited it; formatted only when the check fails)."""
+    """A cited statement exists and binds the version it was cited for. `what` and
+    `citer` say who cited it, formatted only if it does not: this runs for every
+    violation of every input."""
     known = catalogue()
     if statement is not None and statement in known and version in known[statement].versions:
         return
@@ -195,9 +196,9 @@ def _same(first: Reading, second: Reading, what: str) -> None:
 def parse_target(data: bytes, *, plant: str | None = None) -> None:
     """Parse one stream whole in observing mode and in reads chosen by the input in the
     mode it chooses: an observing chunked reading must give the same events and error, a
-    strict one must stop at the first violation the observing reading records. Together
-    these cover what a whole strict reading would add (a strict read of at least the
-    stream's length is one), at two parses per input instead of three.
+    strict one must stop at the first violation the observing reading records. A whole
+    strict reading is one of the choices (no read sizes), so two parses per input check
+    what three would.
 
     Input: [config] [n] [n read sizes] stream. config picks the version (mod 3), the
     mode of the chunked reading and small or default limits; up to 7 read sizes of

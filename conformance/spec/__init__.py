@@ -138,7 +138,6 @@ def catalogue() -> Catalogue:
 
 
 @cache
-@cache  # the catalogue is read once, so the answer never changes
 def statement_id(rule: str, version: str) -> str:
     """The id under which `version` states `rule` (a 1.2 id): the id itself, or the
     `-v11` / `-v10` sibling that holds the older wording."""
