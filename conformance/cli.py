@@ -389,6 +389,20 @@ def parser() -> argparse.ArgumentParser:
                       help="only statements a client can (or cannot) observe on the wire")
     spec.set_defaults(run=_spec)
 
+    def session_flags(verb: argparse.ArgumentParser, default_profile: str | None) -> None:
+        """Who connects, and what the broker is known to do (run, fuzz, replay, probe)."""
+        verb.add_argument("--login")
+        verb.add_argument("--passcode")
+        verb.add_argument("--vhost", help="the value of CONNECT's host header")
+        verb.add_argument("--profile", default=default_profile,
+                          help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
+
+    def tls_flags(verb: argparse.ArgumentParser) -> None:
+        verb.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
+        verb.add_argument("--tls-cert", metavar="FILE", help="client certificate")
+        verb.add_argument("--tls-key", metavar="FILE", help="client key")
+        verb.add_argument("--tls-no-verify", action="store_true", help="do not verify the broker")
+
     run = verbs.add_parser("run", help="run the cases against a broker",
                            description="Run the conformance cases against a broker.",
                            usage="%(prog)s [--broker URL] [--profile NAME] [--cases PATH] "
@@ -396,19 +410,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--broker", metavar="URL",
                      help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT (default: "
                           "the reference broker, started in this process)")
-    run.add_argument("--login")
-    run.add_argument("--passcode")
-    run.add_argument("--vhost", help="the value of CONNECT's host header")
-    run.add_argument("--profile", default="reference",
-                     help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
+    session_flags(run, "reference")
     run.add_argument("--jobs", type=positive, default=8, help="cases run at once (default 8)")
     run.add_argument("--timeout", type=seconds, default=30.0,
                      help="seconds a case may take (default 30)")
     run.add_argument("--deadline", type=seconds, help="seconds the whole run may take")
-    run.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
-    run.add_argument("--tls-cert", metavar="FILE", help="client certificate")
-    run.add_argument("--tls-key", metavar="FILE", help="client key")
-    run.add_argument("--tls-no-verify", action="store_true", help="do not verify the broker")
+    tls_flags(run)
     run.add_argument("--json", metavar="PATH", help="write the JSON report to PATH")
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH")
     run.add_argument("--html", metavar="PATH", help="write the single-file HTML report to PATH")
@@ -453,22 +460,14 @@ def parser() -> argparse.ArgumentParser:
                                "reference broker, started for the command)")
         verb.add_argument("--allow-remote", action="store_true",
                           help="send to a broker that is not on this machine")
-        verb.add_argument("--login")
-        verb.add_argument("--passcode")
-        verb.add_argument("--vhost", help="the value of CONNECT's host header")
-        verb.add_argument("--profile", default=default_profile,
-                          help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
+        session_flags(verb, default_profile)
         verb.add_argument("--fault", action="append", metavar="NAME",
                           help="with no --broker: switch on a fault of the reference broker "
                                "(repeatable; see broker --list-faults)")
         if deadline:
             verb.add_argument("--deadline", type=seconds, default=2.0,
                               help="seconds an input may take (default 2)")
-        verb.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
-        verb.add_argument("--tls-cert", metavar="FILE", help="client certificate")
-        verb.add_argument("--tls-key", metavar="FILE", help="client key")
-        verb.add_argument("--tls-no-verify", action="store_true",
-                          help="do not verify the broker")
+        tls_flags(verb)
 
     fuzz = verbs.add_parser(
         "fuzz", help="fuzz a broker with grammar-driven input",
