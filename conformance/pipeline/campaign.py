@@ -16,11 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -156,10 +154,6 @@ def fuzz_task(seed: int, broker: str, budget: float, settings: TaskSettings) -> 
 def _version() -> str:
     from conformance import __version__
     return __version__
-
-
-def campaign_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
 
 
 def run_campaign(spark: SparkSession, *, brokers: Sequence[str], seeds: Sequence[int],

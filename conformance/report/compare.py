@@ -9,7 +9,6 @@ what it lacks instead of leaving a column out silently."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 from conformance.report import view
 from conformance.report.html import render_page, stamp
+from conformance.report.json_report import dumps
 from conformance.report.markdown import SYMBOLS, cell, code, fit, table
 from conformance.report.transcript import show_hidden
 
@@ -177,14 +177,15 @@ def compare_json(matrix: Matrix) -> dict[str, Any]:
     """Per broker, its report's header and the outcome of each case run (`id@version`);
     the brokers not run, with why. Small enough to commit and diff."""
     brokers = []
+    scores = matrix.scores()
     for column, (name, report) in enumerate(zip(matrix.brokers, matrix.reports, strict=True)):
         broker = report["broker"]
         brokers.append({
             "name": name, "profile": broker["profile"], "url": broker["url"],
             "server": broker["server"], "versions": broker["versions"],
             "tool": report["tool"],
-            "must": {version: scores[column] for version, scores in matrix.scores()
-                     if scores[column] is not None},
+            "must": {version: row[column] for version, row in scores
+                     if row[column] is not None},
             "outcomes": {row.key: row.cells[column] for row in matrix.rows
                          if row.cells[column] is not None},
         })
@@ -194,8 +195,4 @@ def compare_json(matrix: Matrix) -> dict[str, Any]:
 
 def dumps_json(matrix: Matrix) -> bytes:
     """compare_json as UTF-8, one key a line (so a refreshed comparison diffs by case run)."""
-    data = compare_json(matrix)
-    try:
-        return (json.dumps(data, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate in a server header: let JSON escape it
-        return (json.dumps(data, indent=1) + "\n").encode("ascii")
+    return dumps(compare_json(matrix), indent=1)

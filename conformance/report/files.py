@@ -8,6 +8,8 @@ import contextlib
 import json
 import os
 import secrets
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,14 @@ import jsonschema
 
 class ReportFileError(Exception):
     """A file that is not a readable report of the kind asked for (one line)."""
+
+
+@cache
+def package_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema `name` shipped beside this module, read once."""
+    loaded: dict[str, Any] = json.loads(
+        resources.files(__package__).joinpath(name).read_text("utf-8"))
+    return loaded
 
 
 def read_checked(path: Path | str, schema: dict[str, Any], kind: str) -> dict[str, Any]:

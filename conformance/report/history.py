@@ -8,14 +8,11 @@ same autoescaping as the rest of the report."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from conformance.report.files import read_checked
+from conformance.report.files import package_schema, read_checked
 
 FILE = "report-data.json"
 #: The history sections alone, as a page, beside FILE.
@@ -27,11 +24,8 @@ WIDTH, HEIGHT = 640, 120
 RECENT = 8
 
 
-@cache
 def schema() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("history.schema.json").read_text("utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return package_schema("history.schema.json")
 
 
 def load_history(path: Path | str) -> dict[str, Any]:

@@ -4,12 +4,10 @@ contract in DESIGN.md ('JSON report'), checked by report.schema.json beside this
 from __future__ import annotations
 
 import json
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conformance.report.files import write_atomic
+from conformance.report.files import package_schema, write_atomic
 from conformance.report.scrub import Scrubber, scrub
 from conformance.results import CaseResult, Outcome, summarise
 
@@ -22,12 +20,9 @@ TOOL_NAME = "stomp-conformance"
 NOT_RUN = (Outcome.SKIPPED, Outcome.UNSUPPORTED)
 
 
-@cache
 def schema() -> dict[str, Any]:
     """The JSON Schema of the report (draft 2020-12)."""
-    text = resources.files(__package__).joinpath("report.schema.json").read_text("utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return package_schema("report.schema.json")
 
 
 def _by_version(results: list[CaseResult]) -> dict[str, dict[str, dict[str, int]]]:
@@ -63,12 +58,12 @@ def report_json(results: list[CaseResult], *, target: Target, server: dict[str, 
     }
 
 
-def dumps(report: dict[str, Any]) -> bytes:
+def dumps(report: dict[str, Any], indent: int = 2) -> bytes:
     try:
-        text = json.dumps(report, indent=2, ensure_ascii=False)
+        text = json.dumps(report, indent=indent, ensure_ascii=False)
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate in some message: let JSON escape it
-        return (json.dumps(report, indent=2) + "\n").encode("ascii")
+        return (json.dumps(report, indent=indent) + "\n").encode("ascii")
 
 
 def write_json(path: Path | str, report: dict[str, Any]) -> None:

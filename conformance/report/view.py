@@ -92,6 +92,3 @@ def one_line(text: str, *, limit: int = 0) -> str:
     line = show_hidden(" ".join(text.split()))
     return line[:limit - 1] + "\u2026" if 0 < limit < len(line) else line
 
-
-def label(case: dict[str, Any]) -> str:
-    return f"{case['id']} [{case['version']}]"
