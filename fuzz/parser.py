@@ -1,8 +1,9 @@
 """atheris harness for the parser: any bytes, read whole and in reads the input chooses, in
 each version and mode. Invariants (conformance.fuzz.codec_targets.parse_target): only
-StompError escapes; the same events and error for any chunking; the buffer stays within
-max_frame plus one read; offsets rise and cover every octet; strict stops at the first
-violation observing records; every cited statement exists and covers the version.
+StompError escapes; the same events and error for any chunking; what the parser keeps
+after a read stays within max_frame; offsets rise and cover every octet; strict stops at
+the first violation observing records; every cited statement exists and covers the
+version.
 
     python fuzz/parser.py [libFuzzer flags] [corpus dirs]    # fuzz
     python fuzz/parser.py ARTIFACT                           # replay one input

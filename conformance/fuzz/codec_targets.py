@@ -130,7 +130,7 @@ def read(stream: bytes, sizes: Sequence[int], *, version: Version, strict: bool,
             events += feed(chunk)
             # Checked on every read; the messages are built only when a check fails.
             buffered = parser.buffered
-            if buffered > most + size or parser.offset + buffered != pos:
+            if buffered > most or parser.offset + buffered != pos:
                 _check_read(parser, size, pos, most)
         parser.eof()
     except StompError as error:
@@ -141,8 +141,8 @@ def read(stream: bytes, sizes: Sequence[int], *, version: Version, strict: bool,
 
 def _check_read(parser: Parser, size: int, fed: int, most: int) -> None:
     """Fail with what went wrong after a read: memory, or octets unaccounted for."""
-    check(parser.buffered <= most + size,
-          f"{parser.buffered} octets buffered after a read of {size}, over max_frame {most}")
+    check(parser.buffered <= most,
+          f"{parser.buffered} octets kept after a read of {size}, over max_frame {most}")
     check(parser.offset + parser.buffered == fed,
           f"offset {parser.offset} + buffered {parser.buffered} != {fed} octets fed")
 
@@ -193,6 +193,20 @@ def _same(first: Reading, second: Reading, what: str) -> None:
         check(_error_key(a) == _error_key(b), f"{what}: {a!r} against {b!r}")
 
 
+def parse_input(data: bytes) -> tuple[Version, bool, Limits, list[int], bytes]:
+    """The parser target's input: [config] [n] [n read sizes] stream. config picks the
+    version (mod 3), the mode of the chunked reading (strict or not) and small or default
+    limits; up to 7 read sizes of 1..256 octets split the stream's start, the rest is one
+    read (none: one read)."""
+    draw = Draw(data)
+    config = draw.byte()
+    version = VERSIONS[config % 3]
+    strict = config // 3 % 2 == 0
+    limits = SMALL_LIMITS if config // 6 % 2 == 0 else Limits()
+    sizes = [draw.byte() + 1 for _ in range(draw.byte() % 8)]
+    return version, strict, limits, sizes, draw.rest()
+
+
 def parse_target(data: bytes, *, plant: str | None = None) -> None:
     """Parse one stream whole in observing mode and in reads chosen by the input in the
     mode it chooses: an observing chunked reading must give the same events and error, a
@@ -200,17 +214,8 @@ def parse_target(data: bytes, *, plant: str | None = None) -> None:
     strict reading is one of the choices (no read sizes), so two parses per input check
     what three would.
 
-    Input: [config] [n] [n read sizes] stream. config picks the version (mod 3), the
-    mode of the chunked reading and small or default limits; up to 7 read sizes of
-    1..256 octets split the stream's start, the rest is one read (none: one read)."""
-    draw = Draw(data)
-    config = draw.byte()
-    version = VERSIONS[config % 3]
-    strict = config // 3 % 2 == 0
-    limits = SMALL_LIMITS if config // 6 % 2 == 0 else Limits()
-    sizes = [draw.byte() + 1 for _ in range(draw.byte() % 8)]
-    stream = draw.rest()
-
+    Input: see `parse_input`."""
+    version, strict, limits, sizes, stream = parse_input(data)
     whole = read(stream, (), version=version, strict=False, limits=limits, plant=plant)
     chunked = read(stream, sizes, version=version, strict=strict, limits=limits, plant=plant)
     _check_reading(stream, whole, version)
