@@ -18,18 +18,13 @@ import _harness  # noqa: E402
 
 def load() -> Callable[[bytes], None]:
     from conformance.codec import Parser, StompError
-    from conformance.fuzz.codec_targets import SMALL_LIMITS
-    from conformance.fuzz.draw import Draw
-    from conformance.spec.grammar import VERSIONS
+    from conformance.fuzz.codec_targets import parse_input
 
     def parse(data: bytes) -> None:
-        draw = Draw(data)  # the parser harness's input, its reads skipped
-        version = VERSIONS[draw.byte() % 3]
-        for _ in range(draw.byte() % 8):
-            draw.byte()
-        parser = Parser(version=version, strict=False, limits=SMALL_LIMITS)
+        version, _, limits, _, stream = parse_input(data)  # the parser harness's input
+        parser = Parser(version=version, strict=False, limits=limits)
         try:
-            parser.feed(draw.rest())
+            parser.feed(stream)
             parser.eof()
         except StompError:
             pass

@@ -91,7 +91,6 @@ if __name__ == "__main__":
         if flags.get(name):
             Path(flags[name]).parent.mkdir(parents=True, exist_ok=True)
     if "classify" in flags:
-        sys.path.insert(0, str(_harness.HERE.parent))
         classify(rest[1:], flags.get("report"), flags.get("markdown"))
     else:
         _harness.main(load(flags.get("report")), argv=rest,

@@ -333,15 +333,8 @@ class Session:
         self.closing = True
         for task in list(self._tasks):
             task.cancel()
-        if "no-implicit-abort" in self.faults:
-            for actions in self.transactions.values():
-                for action in actions:
-                    action()
-        else:
-            self.broker.store.release(sum(self._held.values()))
-        self._held.clear()
-        self._deferred = 0
-        self.transactions.clear()
+        for name in list(self.transactions):
+            self._close(name, commit="no-implicit-abort" in self.faults)
         requeue = "no-redelivery" not in self.faults
         for subscription in self.subscriptions.values():
             self.broker.store.unsubscribe(subscription, requeue=requeue)
@@ -642,11 +635,15 @@ class Session:
 
     def _finish(self, frame: Frame, *, commit: bool) -> None:
         name = self._required(frame, "transaction")
-        actions = self.transactions.pop(name, None)
-        if actions is None:
+        if name not in self.transactions:
             if "accept-unknown-transaction" in self.faults:
                 return
             raise Refused(f"unknown transaction {name!r}")
+        self._close(name, commit=commit)
+
+    def _close(self, name: str, *, commit: bool) -> None:
+        """Run an open transaction's actions, or drop them and what the store held for it."""
+        actions = self.transactions.pop(name)
         self._deferred -= len(actions)
         held = self._held.pop(name, 0)
         if commit:  # its SENDs hand what the store held to their destinations

@@ -62,14 +62,17 @@ def load_file(file: Path) -> list[Case]:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise CaseLoadError(file, None, f"cannot read: {error}") from None
+    loader = YAML_LOADER(text)  # one parse: the nodes give line numbers, then the data
     try:
-        node = yaml.compose(text, Loader=YAML_LOADER)
-        data = yaml.load(text, Loader=YAML_LOADER)
+        node = loader.get_single_node()
+        data: Any = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise CaseLoadError(file, mark.line + 1 if mark else None,
                             f"YAML syntax: {problem}") from None
+    finally:
+        loader.dispose()
     if node is None:
         raise CaseLoadError(file, None, "empty file: expected a case or a list of cases")
     lines: dict[Path_, int] = {}
