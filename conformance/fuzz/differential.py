@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from conformance.fuzz.draw import Draw
 from conformance.fuzz.peers import Reading, Seen, read_ours, read_stompest, read_stomppy
+from conformance.report.markdown import table
 from conformance.spec import catalogue, statement_id
 from conformance.spec.grammar import COMMANDS, UNESCAPED_COMMANDS, VERSIONS, Version
 
@@ -165,17 +166,17 @@ class Tally:
 
     def markdown(self) -> str:
         """A table: one row per class, with the statement that decides it and an input."""
-        rows = ["| peer | version | class | spec supports | statement | seen | example |",
-                "| --- | --- | --- | --- | --- | --- | --- |"]
+        rows = []
         for e in self.examples():
             d = e.disagreement
             shown = e.record()["input"]
             assert isinstance(shown, str)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             cell = shown.replace("|", "\\|").replace("`", "'")
-            rows.append(f"| {d.peer} | {d.version} | {d.kind} | {d.side.value} | "
-                        f"{d.statement or '-'} | {e.count} | `{cell}` |")
-        return "\n".join(rows) + "\n"
+            rows.append([d.peer, d.version, d.kind, d.side.value, d.statement or "-",
+                         str(e.count), f"`{cell}`"])
+        return "\n".join(table(["peer", "version", "class", "spec supports", "statement",
+                                 "seen", "example"], rows)) + "\n"
 
 
 # -- comparison -------------------------------------------------------------------------------

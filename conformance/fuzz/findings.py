@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 from conformance.fuzz.inputs import Expect, FuzzInput
 from conformance.fuzz.oracle import Anomaly, Kind, grade
-from conformance.report.scrub import MASK, Scrubber
+from conformance.report.scrub import Scrubber
 from conformance.results import Outcome
 from conformance.transport import is_loopback, parse_broker
 
@@ -104,7 +105,8 @@ class Finding:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def replay_command(self, path: str) -> str:
-        flags = " --allow-remote" if self.broker.address and not _loopback(self.broker) else ""
+        address = self.broker.address
+        flags = " --allow-remote" if address and not _loopback(address) else ""
         return f"stomp-conformance replay {path}{flags}"
 
     def updated(self, **changes: Any) -> Finding:
@@ -162,23 +164,17 @@ class Finding:
             raise ValueError(f"malformed finding file: {error}") from None
 
 
-def _loopback(broker: BrokerInfo) -> bool:
+@cache  # a finding is saved up to four times, and a host name needs a lookup
+def _loopback(address: str) -> bool:
     try:
-        return is_loopback(parse_broker(broker.address))
+        return is_loopback(parse_broker(address))
     except ValueError:
         return False
 
 
 def masked(response: bytes, passcode: str | None) -> bytes:
     """`response` with the passcode (and any passcode header's value) masked."""
-    spans = Scrubber(passcode).spans(response)
-    if not spans:
-        return response
-    out, pos = bytearray(), 0
-    for start, end in spans:
-        out += response[pos:start] + MASK.encode()
-        pos = end
-    return bytes(out + response[pos:])
+    return Scrubber(passcode).octets(response)
 
 
 def new_finding(anomaly: Anomaly, fuzz: FuzzInput, *, generator: str, response: bytes,

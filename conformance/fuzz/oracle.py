@@ -34,7 +34,6 @@ from conformance.spec import catalogue, statement_id
 from conformance.spec.grammar import COMMANDS, VERSIONS, Version, parse_accept_version
 from conformance.transport import (
     BrokerAddress,
-    ConnectError,
     TlsOptions,
     Transport,
     TransportError,
@@ -180,8 +179,14 @@ class _Exchange:
         self.closed = False
         #: the MESSAGEs a valid input must get, not yet seen
         self.due: list[Delivery] = []
+        self._frames: list[Frame] | None = None  # the input's, parsed once when needed
         if fuzz.expect is Expect.VALID:
-            self.due = deliveries(frames_of(fuzz) or [])
+            self.due = deliveries(self.frames())
+
+    def frames(self) -> list[Frame]:
+        if self._frames is None:
+            self._frames = frames_of(self.fuzz) or []
+        return self._frames
 
     # -- reading --------------------------------------------------------------------------
 
@@ -236,7 +241,7 @@ class _Exchange:
                 if version == chosen:
                     self.version = self.parser.version = version
         elif frame.command == "MESSAGE" and self.ack_modes is None:
-            self.ack_modes = _ack_modes(frames_of(self.fuzz) or [])
+            self.ack_modes = _ack_modes(self.frames())
         found = list(frame.violations)
         found += validate_server_frame(frame, version=self.version, ack_modes=self.ack_modes,
                                        offered=self.offered)
@@ -403,9 +408,7 @@ class Oracle:
         try:
             return await open_transport(self.target.address, tls=self.target.tls,
                                         timeout=self.deadline)
-        except ConnectError as error:
-            raise Unreachable(str(error)) from None
-        except TransportError as error:  # a TLS file: the same for every input
+        except TransportError as error:  # a refused connect, a TLS file: the same every time
             raise Unreachable(str(error)) from None
 
     async def run(self, fuzz: FuzzInput) -> Verdict:

@@ -33,7 +33,7 @@ from conformance.profile import load_profile
 from conformance.results import Outcome
 from conformance.scenario import load_file
 from conformance.spec import catalogue
-from conformance.transport import TransportError, open_transport, parse_broker
+from conformance.transport import parse_broker
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def run_stateful(target: Target | None = None, *, seed: int = 0, max_examples: i
     loop = Loop()
     try:
         with _target(target, broker, loop) as where:
-            _reachable(where, loop)
+            loop.call(Engine(where).preflight(), 30)
             runner = Runner(where, options, loop, time.monotonic() + deadline, seed)
 
             def machine() -> SessionMachine:
@@ -141,17 +141,6 @@ def run_stateful(target: Target | None = None, *, seed: int = 0, max_examples: i
             return [_finding(best, where, Path(cases_dir), seed, loop)]
     finally:
         loop.close()
-
-
-def _reachable(target: Target, loop: Loop) -> None:
-    async def probe() -> None:
-        try:
-            transport = await open_transport(target.address, tls=target.tls)
-        except TransportError as error:
-            raise HarnessError(str(error)) from None
-        await transport.close()
-
-    loop.call(probe(), 30)
 
 
 def _finding(best: Violation, target: Target, folder: Path, seed_: int,

@@ -21,7 +21,6 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -99,19 +98,6 @@ class State:
             raise ValueError(f"malformed campaign state: {error}") from None
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write through a temporary file and rename it over `path`: atomic, not synced."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        temp.write_bytes(data)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-
-
 def _dump(data: Any) -> bytes:
     # ASCII with \\u escapes: a stray surrogate cannot make the file unreadable.
     return (json.dumps(data, indent=1, ensure_ascii=True) + "\n").encode("ascii")
@@ -166,7 +152,7 @@ class CampaignDir:
             raise CampaignDirError(f"{self.state_path}: {error}") from None
 
     def save_state(self, state: State) -> None:
-        _replace(self.state_path, _dump(state.to_json()))
+        write_atomic(self.state_path, _dump(state.to_json()), sync=False)
 
     # -- findings -------------------------------------------------------------------------
 
@@ -177,9 +163,9 @@ class CampaignDir:
         """Write the finding, then its YAML case; each file whole or not at all (`sync`:
         on the disk before returning; not for a count of hits)."""
         path = self.finding_path(finding.id)
-        write = write_atomic if sync else _replace
-        write(path, _dump(finding.to_json(str(path))))
-        write(path.with_suffix(".yaml"), case_yaml(finding, path=str(path)).encode("utf-8"))
+        write_atomic(path, _dump(finding.to_json(str(path))), sync=sync)
+        write_atomic(path.with_suffix(".yaml"), case_yaml(finding, path=str(path)).encode("utf-8"),
+                     sync=sync)
         return path
 
     def load_findings(self) -> dict[str, Finding]:
@@ -209,8 +195,8 @@ class CampaignDir:
         return out
 
     def add_corpus(self, key: str, fuzz: FuzzInput, behaviour: tuple[str, ...]) -> None:
-        _replace(self.corpus_dir / f"{key}.json",
-                 _dump({"behaviour": list(behaviour), "input": fuzz.to_json()}))
+        write_atomic(self.corpus_dir / f"{key}.json",
+                     _dump({"behaviour": list(behaviour), "input": fuzz.to_json()}), sync=False)
 
 
 def load_finding(path: Path) -> Finding:

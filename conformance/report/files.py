@@ -47,9 +47,10 @@ def read_checked(path: Path | str, schema: dict[str, Any], kind: str) -> dict[st
     return checked
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write `data` to `path` through a temporary file in the same folder (os.replace is
-    atomic only within one file system), creating the folder if needed."""
+    atomic only within one file system), creating the folder if needed. `sync`: on the
+    disk before the rename (else atomic, not durable)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     # os.open with 0o666 leaves the mode to the umask, as a plain open() would.
@@ -57,8 +58,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+            if sync:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):

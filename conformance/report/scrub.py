@@ -68,10 +68,11 @@ class Scrubber:
                                 strict=True):
                 data[i] = chunk
         return [replace(r, data=(data[i] if r.direction in _STREAMED
-                                 else self._octets(r.data)), note=self.text(r.note))
+                                 else self.octets(r.data)), note=self.text(r.note))
                 for i, r in enumerate(records)]
 
-    def _octets(self, data: bytes) -> bytes:
+    def octets(self, data: bytes) -> bytes:
+        """`data` with the passcode and every passcode header's value masked."""
         return _mask([data], self.spans(data))[0] if data else data
 
 
