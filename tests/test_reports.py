@@ -3,6 +3,7 @@ Jenkins reads), pipeline records; the transcript rendering; no passcode in any f
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -14,8 +15,10 @@ import jsonschema
 import pytest
 import xmlschema
 
-from conformance.engine import RunFinished, RunStarted, Target
-from conformance.profile import load_profile
+from conformance.broker import BrokerConfig, embedded
+from conformance.cli import default_cases
+from conformance.engine import Engine, RunFinished, RunStarted, Target
+from conformance.profile import Deviation, Profile, load_profile
 from conformance.report import (
     ReportWriter,
     case_records,
@@ -30,7 +33,9 @@ from conformance.report import (
     write_records,
 )
 from conformance.report.files import write_atomic
+from conformance.report.junit import ALLOWED
 from conformance.results import CaseResult, Outcome, Record
+from conformance.scenario import load_cases
 from conformance.spec import catalogue
 from conformance.transport import parse_broker
 
@@ -392,8 +397,51 @@ def test_the_xsd_is_strict_enough_to_matter() -> None:
                 good.replace('"c"/>', '"c"><failure/><error/></testcase>'),  # two outcomes
                 good.replace('"c"/>', '"c" time="1e-05"/>'),        # no exponents
                 good.replace('"c"/>', '"c" line="3"/>'),            # Jenkins has no line
+                good.replace('<testsuite ', '<testsuite disabled="0" '),    # junit-xml's
+                good.replace('<testsuites>', '<testsuites disabled="0">'),  # ... disabled
+                good.replace('<testsuites>', '<testsuites skipped="0">'),   # not on the root
                 good.replace(' failures="0"', "")]:                 # counts Jenkins requires
         assert not junit_xsd.is_valid(bad), bad
+
+
+def attribute_sets(root: ET.Element) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for element in root.iter():
+        found.setdefault(element.tag, set()).update(element.attrib)
+    return found
+
+
+def test_junit_of_a_full_run_against_a_faulty_broker_is_what_jenkins_reads(
+        tmp_path: Path) -> None:
+    """The whole catalogue against a broker with faults (failures, errors from cases that
+    cannot go on, unsupported and known-deviation runs from the profile): only the
+    attributes junit-10.xsd allows, on every element."""
+    profile = Profile("faulty", capabilities={"nack": False}, deviations={
+        "escaping.trailing-backslash": Deviation("no ERROR", "the faults")})
+
+    async def run() -> list[CaseResult]:
+        faults = frozenset({"drop-receipts", "no-escaping"})
+        async with embedded(BrokerConfig(port=0, faults=faults)) as broker:
+            target = Target(parse_broker(f"127.0.0.1:{broker.port}"), profile)
+            return await Engine(target, jobs=8, case_timeout=1.5).run(
+                load_cases([default_cases()]))
+
+    given = asyncio.run(run())
+    outcomes = {r.outcome for r in given}
+    assert {Outcome.FAILED, Outcome.ERROR, Outcome.UNSUPPORTED, Outcome.KNOWN_DEVIATION,
+            Outcome.PASSED} <= outcomes, outcomes
+    path = tmp_path / "junit.xml"
+    write_junit(path, given, target=Target(parse_broker("127.0.0.1:61613"), profile))
+    xmlschema.XMLSchema(XSD).validate(str(path))
+    root = ET.parse(path).getroot()
+    children = {child.tag for case in root.iter("testcase") for child in case}
+    assert {"failure", "error", "skipped", "system-out"} <= children
+    sets = attribute_sets(root)
+    for tag, allowed in ALLOWED.items():
+        assert sets[tag] <= set(allowed), (tag, sets[tag] - set(allowed))
+    assert sets["testsuites"] == {"name", "time", "tests", "failures", "errors"} - {"name"}
+    assert sets["testsuite"] == {"name", "tests", "failures", "errors", "skipped", "time"}
+    assert sets["testcase"] == {"name", "classname", "time"}
 
 
 def test_results_are_not_changed_by_reporting(target: Target, tmp_path: Path) -> None:
