@@ -14,11 +14,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from conformance import __version__
 from conformance.arguments import positive, seconds
 from conformance.broker import FAULTS, Broker, BrokerConfig, embedded
+from conformance.broker.server import CHOICES, LIMITS
+from conformance.broker.variants import VARIANTS, variant
 from conformance.console import ConsoleReporter
 from conformance.engine import Engine, HarnessError, Target
 from conformance.pipeline.cli import add_pipeline
@@ -30,7 +33,7 @@ from conformance.report.files import ReportFileError, write_atomic
 from conformance.report.history import load_history
 from conformance.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
-from conformance.selftest import coverage, selftest
+from conformance.selftest import coverage, selftest, selftest_variants
 from conformance.spec import Level, Party, catalogue
 from conformance.spec.grammar import HEART_BEAT, VERSIONS
 from conformance.transport import BrokerAddress, TlsOptions, parse_broker
@@ -162,13 +165,13 @@ def _run(args: argparse.Namespace) -> int:
         target = Target(where, profile, tls=tls, login=args.login, passcode=args.passcode,
                         host=args.vhost)
         engine = Engine(target, jobs=args.jobs, case_timeout=args.timeout,
-                        deadline=args.deadline)
+                        deadline=args.deadline, strict=args.strict)
         reports.run_id = engine.run_id
         return await engine.run(cases, [ConsoleReporter(), reports])
 
     reports = ReportWriter(run_id="", json_path=args.json, junit_path=args.junit,
                            records_dir=args.results, html_path=args.html,
-                           markdown_path=args.markdown, history=history)
+                           markdown_path=args.markdown, history=history, strict=args.strict)
     try:
         results = asyncio.run(run())
     except HarnessError as error:
@@ -179,6 +182,12 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for path in reports.written:
         print(f"wrote {path}", file=sys.stderr)
+    refused = [r for r in results if r.setup_refused]
+    if refused and all(r.setup_refused for r in results
+                       if r.outcome not in (Outcome.SKIPPED, Outcome.UNSUPPORTED)):
+        print(f"stomp-conformance: every CONNECT was refused: {refused[0].message}",
+              file=sys.stderr)
+        return EXIT_HARNESS
     outcomes = {r.outcome for r in results}
     failed = Outcome.FAILED in outcomes
     if baseline is not None:
@@ -221,6 +230,12 @@ def _coverage(args: argparse.Namespace) -> int:
 
 
 def _selftest(args: argparse.Namespace) -> int:
+    if args.list_variants:
+        for known in VARIANTS:
+            print(f"{known.name:32} {known.about}")
+        return EXIT_OK
+    if args.variants or args.variant:
+        return _selftest_variants(args)
     cases = _cases(args)
     console = Console(stderr=True, highlight=False)
     result = asyncio.run(selftest(cases, full=args.full, jobs=args.jobs,
@@ -247,6 +262,41 @@ def _selftest(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def _selftest_variants(args: argparse.Namespace) -> int:
+    try:
+        chosen = [variant(name) for name in args.variant] if args.variant else list(VARIANTS)
+    except ValueError as error:
+        print(f"stomp-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.full:
+        print("stomp-conformance: --full is for the fault matrix, not --variants",
+              file=sys.stderr)
+        return EXIT_USAGE
+    cases = _cases(args)
+    console = Console(stderr=True, highlight=False)
+    result = asyncio.run(selftest_variants(
+        cases, chosen, jobs=args.jobs, at_once=args.at_once,
+        progress=lambda text: console.print(Text(text, style="dim"))))
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK if result.ok else EXIT_FAILED
+    out = Console(highlight=False)
+    table = Table("variant", "case runs", "clean", "bad", box=None)
+    for run in result.runs:
+        table.add_row(run.variant.name, str(len(run.results)),
+                      str(len(run.results) - len(run.bad)),
+                      Text(str(len(run.bad)), style="bold red" if run.bad else ""))
+    out.print(table)
+    for name, r in result.bad:
+        out.print(Text(f"{name}: {r.id} [{r.version}] {r.outcome.value}: {r.message}",
+                       style="bold red"), soft_wrap=True)
+    total = sum(len(run.results) for run in result.runs)
+    out.print(f"{len(result.runs)} configurations, {total} case runs, {len(result.bad)} bad; "
+              f"selftest --variants {'passed' if result.ok else 'FAILED'}")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
 def _broker(args: argparse.Namespace) -> int:
     if args.list_faults:
         for name, (statement, does) in sorted(FAULTS.items()):
@@ -256,10 +306,14 @@ def _broker(args: argparse.Namespace) -> int:
     if args.login is not None:
         users = {args.login: args.passcode or ""}
     try:
-        config = BrokerConfig(host=args.host, port=args.port, users=users,
-                              vhosts=frozenset(args.vhost) if args.vhost else None,
-                              heartbeat=args.heartbeat, faults=frozenset(args.fault or ()))
-    except ValueError as error:
+        config = BrokerConfig(
+            host=args.host, port=args.port, users=users, v10_anonymous=args.v10_anonymous,
+            vhosts=tuple(dict.fromkeys(args.vhost)) if args.vhost else None,
+            unknown_vhost=args.unknown_vhost, heartbeat=args.heartbeat, nack=args.nack,
+            unknown_command=args.unknown_command, minimal_connected=args.minimal_connected,
+            colon_ids=args.colon_ids, server_headers=args.server_headers,
+            faults=frozenset(args.fault or ())).with_limits(_limits(args.limit or ()))
+    except ValueError as error:  # one line, as argparse's own errors are not
         print(f"stomp-conformance: {error}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -355,6 +409,18 @@ def _probe(args: argparse.Namespace) -> int:
     return probe_command(args)
 
 
+def _limits(given: Sequence[str]) -> dict[str, int]:
+    """--limit NAME=VALUE flags (BrokerConfig.with_limits checks the names)."""
+    limits = {}
+    for text in given:
+        name, sep, value = text.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise ValueError(f"--limit {text!r}: expected NAME=NUMBER, e.g. body=65536 "
+                             f"(names: {', '.join(LIMITS)})")
+        limits[name.strip()] = int(value)
+    return limits
+
+
 def _heartbeat(value: str) -> tuple[int, int]:
     match = HEART_BEAT.match(value)
     if match is None:
@@ -430,6 +496,11 @@ def parser() -> argparse.ArgumentParser:
                           "passed there and fail now), and list new passes")
     run.add_argument("--results", metavar="DIR",
                      help="write JSON Lines result records for the pipeline into DIR")
+    run.add_argument("--strict", action="store_true",
+                     help="certification: grade the profile's known deviations as what they "
+                          "are (failed or non-strict), so a failed one exits 1; with "
+                          "--baseline these grades are compared. Without it they are "
+                          "known-deviation and keep exit 0")
     verbs_with_cases = [("run", _run, run)]
 
     broker = verbs.add_parser("broker", help="serve the reference broker",
@@ -438,11 +509,35 @@ def parser() -> argparse.ArgumentParser:
     broker.add_argument("--port", type=int, default=61613, help="port (0: any free port)")
     broker.add_argument("--login", help="require this login (with --passcode)")
     broker.add_argument("--passcode", help="the passcode of --login")
-    broker.add_argument("--vhost", action="append", help="accept only this host header "
-                        "(repeatable; default: any)")
+    broker.add_argument("--v10-anonymous", action="store_true",
+                        help="with --login: serve a 1.0 CONNECT without login anonymously "
+                             "(default: refuse it, as at 1.1 and 1.2)")
+    broker.add_argument("--vhost", action="append", help="serve this virtual host "
+                        "(repeatable; the first is the default, which a 1.0 CONNECT without "
+                        "host gets; default: any host)")
+    broker.add_argument("--unknown-vhost", default="reject",
+                        metavar="|".join(CHOICES["unknown_vhost"]),
+                        help="with --vhost: a host header naming none of them is refused with "
+                             "ERROR, or served as the default host (default reject)")
     broker.add_argument("--heartbeat", type=_heartbeat, default=(1000, 1000), metavar="SX,SY",
                         help="CONNECTED's heart-beat: ms the broker can send, ms it wants "
-                             "(default 1000,1000)")
+                             "(default 1000,1000; 0: none)")
+    broker.add_argument("--nack", default="redeliver", metavar="|".join(CHOICES["nack"]),
+                        help="what becomes of a NACKed message (default redeliver)")
+    broker.add_argument("--unknown-command", default="error",
+                        metavar="|".join(CHOICES["unknown_command"]),
+                        help="a frame of unknown command gets ERROR then close, or is ignored "
+                             "(default error)")
+    broker.add_argument("--minimal-connected", action="store_true",
+                        help="CONNECTED without the optional server header, session header "
+                             "(1.1, 1.2) and heart-beat header (when 0,0)")
+    broker.add_argument("--colon-ids", action="store_true",
+                        help="message-id and ack values holding ':' as ActiveMQ's do")
+    broker.add_argument("--server-headers", action="store_true",
+                        help="MESSAGE also carries server headers: expires, priority, "
+                             "timestamp")
+    broker.add_argument("--limit", action="append", metavar="NAME=VALUE",
+                        help=f"set a limit (repeatable): {', '.join(LIMITS)}")
     broker.add_argument("--fault", action="append", metavar="NAME",
                         help="break one statement on purpose (repeatable; see --list-faults)")
     broker.add_argument("--list-faults", action="store_true", help="list the faults and exit")
@@ -559,6 +654,17 @@ def parser() -> argparse.ArgumentParser:
                        help="every case under every fault (default: the faults each case's "
                             "fault:NAME tags name)")
     check.add_argument("--jobs", type=positive, default=8)
+    check.add_argument("--variants", action="store_true",
+                       help="instead: run the catalogue against the reference broker under "
+                            "each of its legal configurations (every case must pass, be "
+                            "informational or unsupported on each)")
+    check.add_argument("--variant", action="append", metavar="NAME",
+                       help="with --variants: only this configuration (repeatable; see "
+                            "--list-variants)")
+    check.add_argument("--list-variants", action="store_true",
+                       help="list the configurations of --variants and exit")
+    check.add_argument("--at-once", type=positive, default=2,
+                       help="with --variants: brokers run at once (default 2)")
     verbs_with_cases.append(("selftest", _selftest, check))
 
     for name, run_verb, text in (("list", _list, "list the cases"),

@@ -26,8 +26,9 @@ LIMITS = Limits(max_headers=1_000, max_header_line=64 * 1024, max_body=16 << 20,
 class Closed:
     """The broker closed the connection (or reset it, or broke the harness's limits)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, at: float = 0.0) -> None:
         self.reason = reason
+        self.at = at  # when the harness saw it, on the case's clock
 
     def __repr__(self) -> str:
         return f"Closed({self.reason!r})"
@@ -49,6 +50,10 @@ class Connection:
         self.offered: list[str] | None = None
         #: subscription id -> ack mode, for judging MESSAGE's ack header
         self.ack_modes: dict[str, str] = {}
+        #: the heart-beat offers, (cx, cy) sent in CONNECT and (sx, sy) read from CONNECTED
+        #: (a missing header is 0,0; None: CONNECTED's header is not two integers)
+        self.heart_beat: tuple[int, int] = (0, 0)
+        self.server_heart_beat: tuple[int, int] | None = (0, 0)
         self.queue: deque[Event] = deque()
         self._arrived = asyncio.Event()
         self.closed: Closed | None = None
@@ -90,8 +95,8 @@ class Connection:
                 self.parser.eof()
             except StompError as error:
                 reason += f" in the middle of a frame ({error.message})"
-            self.closed = Closed(reason)
-            self.transcript.add(Record(self.clock(), "close", self.name, note=reason))
+            self.closed = Closed(reason, self.clock())
+            self.transcript.add(Record(self.closed.at, "close", self.name, note=reason))
         self._arrived.set()
 
     async def send(self, data: bytes, *, chunk: int = 0, pause: float = 0.0) -> None:

@@ -1,5 +1,6 @@
 """The console reporter: a progress line while cases run, then a summary and the cases that
-did not pass, each with its statement and expected vs observed. Honours NO_COLOR (rich)."""
+did not pass, each with its statement and expected vs observed, and last the certification
+verdict. Honours NO_COLOR (rich)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from conformance.engine import CaseFinished, EngineEvent, RunFinished, RunStarted
+from conformance.report.verdict import certify
 from conformance.results import Outcome, summarise
 
 STYLE = {
@@ -64,3 +66,7 @@ class ConsoleReporter:
         server = event.server.get("server")
         if server:
             self.console.print(Text(f"server: {server}", style="dim"))
+        certification = certify(results)  # the line every report opens with
+        colour = {True: "bold green", False: "bold red", None: "bold yellow"}
+        self.console.print(Text(certification.text, style=colour[certification.conforms]),
+                           soft_wrap=True)

@@ -12,16 +12,28 @@ import asyncio
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from conformance.connection import Connection
 from conformance.profile import Profile
 from conformance.results import BROKEN, CaseResult, Outcome, Record, Transcript, worst
 from conformance.scenario import Case, Step
+from conformance.scenario.loader import load_file
 from conformance.spec import catalogue
-from conformance.steps import STEPS, CaseError, StepFailed, violations
+from conformance.spec.grammar import VERSIONS
+from conformance.steps import (
+    STEPS,
+    CaseError,
+    SetupRefused,
+    StepFailed,
+    heart_beat_pair,
+    violations,
+)
 from conformance.transport import (
     BrokerAddress,
     TlsOptions,
@@ -41,6 +53,8 @@ class Target:
     login: str | None = field(default=None, repr=False)
     passcode: str | None = field(default=None, repr=False)
     host: str | None = None
+    #: capability -> what the run saw of it, for those found out from the broker
+    probed: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def credentials(self) -> tuple[str | None, str | None]:
@@ -100,6 +114,8 @@ class CaseRun:
         login, passcode = target.credentials
         self.login, self.passcode = login, passcode
         self.host = target.host or target.profile.host or target.address.host
+        #: the user or the profile named the virtual host (else it is the address's)
+        self.host_given = bool(target.host or target.profile.host)
         slug = re.sub(r"[^a-z0-9]+", "-", case.id)
         unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
         self.variables: dict[str, str] = {
@@ -142,8 +158,10 @@ class CaseRun:
 
     def judge(self, conn: Connection, frame: Any) -> None:
         """Every frame received goes through the validator, looked for or not."""
-        if frame.command == "CONNECTED" and not self.server:
-            self.server = frame.header_map
+        if frame.command == "CONNECTED":
+            conn.server_heart_beat = heart_beat_pair(frame.get("heart-beat"))
+            if not self.server:
+                self.server = frame.header_map
         for judged in violations(conn, frame):
             self.found.append((judged.statement, judged.text))
 
@@ -176,8 +194,15 @@ def _result(run: CaseRun, outcome: Outcome, **extra: Any) -> CaseResult:
 
 
 async def run_case(case: Case, version: str, target: Target, *, timeout: float,
-                   run_id: str) -> tuple[CaseResult, dict[str, str]]:
-    """Run one case at one version; never raises for anything the broker does."""
+                   run_id: str, strict: bool = False,
+                   served: bool | None = None) -> tuple[CaseResult, dict[str, str]]:
+    """Run one case at one version; never raises for anything the broker does. With
+    `strict`, a deviation the profile declares is still named but keeps its grade.
+    `served`: whether the broker gave the run's settings a session at this version before
+    the cases (None: not tried). A session refused here though refused there while other
+    versions were served is the broker's fault, a failure; else an error of the setup
+    (refused settings, or a broker that served the same CONNECT before and is now at a
+    limit, of connections say)."""
     run = CaseRun(case, version, target, run_id)
     profile = target.profile
     if version not in profile.versions:
@@ -185,15 +210,28 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
                        f"speak STOMP {version}"), {}
     missing = [c for c in case.requires if not profile.supports(c)]
     if missing:
-        return _result(run, Outcome.UNSUPPORTED, message=f"profile {profile.name!r} declares "
-                       f"{', '.join(missing)} absent"), {}
+        return _result(run, Outcome.UNSUPPORTED, message="; ".join(
+            target.probed.get(c, f"profile {profile.name!r} declares {c} absent")
+            for c in missing)), {}
     failure: StepFailed | None = None
     error = ""
+    refused = False
     try:
         async with asyncio.timeout(case.timeout or timeout):
             await run.execute()
     except StepFailed as failed:
         failure = failed
+    except SetupRefused as problem:
+        if served is False:
+            failure = StepFailed("CONNECTED", problem.observed)
+        else:
+            error, refused = str(problem), True
+            if served:
+                error += " (it served the same CONNECT before the cases: at a limit of " \
+                         "connections? try fewer --jobs)"
+            elif not problem.observed.startswith("nothing"):  # an ERROR or a close
+                error += " (check --login, --passcode, --vhost or the profile)"
+
     except CaseError as problem:
         error = str(problem)
     except TimeoutError:
@@ -207,7 +245,8 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
     fields: dict[str, Any] = {"step_line": step.line if step else 0,
                               "violations": [text for _, text in run.found]}
     if error:
-        return _result(run, Outcome.ERROR, message=error, **fields), run.server
+        return _result(run, Outcome.ERROR, message=error, setup_refused=refused,
+                       **fields), run.server
     grades = [g for g, _ in run.grades]
     grades += [run.grade_of(s) for s, _ in run.found]
     if failure is not None:
@@ -225,21 +264,53 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
         fields["message"] = next((note for g, note in run.grades if g == outcome and note), "")
     deviation = profile.deviation(case.id, version)
     if deviation and outcome in (Outcome.FAILED, Outcome.NON_STRICT):
-        outcome = Outcome.KNOWN_DEVIATION
         fields["deviation"] = f"{deviation.observed} ({deviation.reason})"
+        if not strict:
+            outcome = Outcome.KNOWN_DEVIATION
     return _result(run, outcome, **fields), run.server
 
 
 # -- the run -------------------------------------------------------------------------------
 
+#: The session every case needs: the CONNECT a `connect: {}` step sends with the run's
+#: settings, tried once per version before the cases.
+SESSION = Case(id="setup.session", title="a CONNECT with the run's settings",
+               statements=("connecting.connected-response",
+                           "connecting.connected-response-v10"),
+               versions=VERSIONS, level="must", tags=(), requires=(), timeout=None,
+               steps=(Step("connect", {}, 0),))
+
+
+@cache
+def capability_cases() -> dict[tuple[str, str, bool], Case]:
+    """(capability, version, held) -> the case of scenario/capabilities.yaml that shows
+    the broker has the capability at that version (held: lacks it legally)."""
+    shipped = Path(str(resources.files("conformance.scenario") / "capabilities.yaml"))
+    return {(tag.split(":", 1)[1], case.versions[0], "held" in case.tags): case
+            for case in load_file(shipped) for tag in case.tags
+            if tag.startswith("capability:")}
+
+
+def _unrun(case: Case, version: str, outcome: Outcome, message: str,
+           **extra: Any) -> CaseResult:
+    return CaseResult(case.id, case.title, version, outcome, case.level, case.statements,
+                      case.versions, case.area, case.file, case.line, message=message,
+                      **extra)
+
+
 class Engine:
     def __init__(self, target: Target, *, jobs: int = 4, case_timeout: float = 30.0,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, strict: bool = False) -> None:
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
-        self.target, self.jobs = target, jobs
+        self.target, self.jobs, self.strict = target, jobs, strict
         self.case_timeout, self.deadline = case_timeout, deadline
         self.run_id = uuid.uuid4().hex[:8]
+        #: version -> why the broker refused the session there, when it refused it at
+        #: every version (see `sessions`)
+        self.refused: dict[str, str] = {}
+        #: the versions at which it served the session
+        self.served: set[str] = set()
 
     async def preflight(self) -> None:
         """Fail fast, with one line, when the broker cannot be reached at all."""
@@ -249,6 +320,53 @@ class Engine:
             raise HarnessError(str(error)) from None
         await transport.close()
 
+    async def sessions(self) -> None:
+        """A CONNECT with the run's settings at each version the profile speaks. Refused
+        at every one, the settings or the broker's state are at fault and no case can check
+        its statement (`refused`); refused at some only, the broker breaks a rule there (a
+        1.0 CONNECT answered as 1.2, say)."""
+        async def refusal(version: str) -> str:
+            result, _ = await run_case(SESSION, version, self.target,
+                                       timeout=self.case_timeout, run_id=self.run_id)
+            return f"STOMP {version}: {result.message}" if result.setup_refused else ""
+
+        chosen = list(self.target.profile.versions)
+        answers = await asyncio.gather(*map(refusal, chosen))
+        refused = {v: why for v, why in zip(chosen, answers, strict=True) if why}
+        if len(refused) < len(chosen):
+            # served at one version: those refused are tried again one at a time, as a
+            # broker may serve only a few connections at once
+            refused = {v: why for v in refused if (why := await refusal(v))}
+        self.served = set(chosen) - refused.keys()
+        self.refused = refused if not self.served else {}
+
+    async def capabilities(self, cases: Iterable[Case]) -> None:
+        """Find out from the broker each capability a case requires that the profile does
+        not declare and scenario/capabilities.yaml can show, at the highest version that
+        shows it: absent only where the broker was seen to lack it legally."""
+        profile = self.target.profile
+        wanted = {c for case in cases for c in case.requires} - profile.capabilities.keys()
+        found: dict[str, bool | int] = {}
+        probed: dict[str, str] = {}
+        for name in sorted(wanted):
+            version = next((v for v in reversed(profile.versions)
+                            if (name, v, False) in capability_cases()), None)
+            if version is None:
+                continue
+            has, _ = await run_case(capability_cases()[name, version, False], version,
+                                    self.target, timeout=self.case_timeout, run_id=self.run_id)
+            if has.outcome == Outcome.PASSED:
+                continue
+            held, _ = await run_case(capability_cases()[name, version, True], version,
+                                     self.target, timeout=self.case_timeout, run_id=self.run_id)
+            if held.outcome == Outcome.PASSED:
+                found[name] = False
+                probed[name] = f"{name} absent, as the broker showed at STOMP {version}: " \
+                               f"{held.title[0].lower()}{held.title[1:]}"
+        if found:
+            self.target = replace(self.target, probed=probed, profile=replace(
+                profile, capabilities={**profile.capabilities, **found}))
+
     async def run(self, cases: Iterable[Case], handlers: Iterable[Handler] = ()) -> list[
             CaseResult]:
         handlers = list(handlers)
@@ -257,9 +375,13 @@ class Engine:
             for handler in handlers:
                 handler(event)
 
+        cases = list(cases)
         work = [(case, version) for case in cases for version in case.versions]
         started = time.monotonic()
         await self.preflight()
+        await self.sessions()
+        if not self.refused:
+            await self.capabilities(cases)
         emit(RunStarted(self.target, len(work)))
         slots = asyncio.Semaphore(self.jobs)
         server: dict[str, str] = {}
@@ -267,15 +389,16 @@ class Engine:
         async def one(case: Case, version: str) -> CaseResult:
             async with slots:
                 if self.deadline is not None and time.monotonic() - started > self.deadline:
-                    result = CaseResult(case.id, case.title, version, Outcome.SKIPPED,
-                                        case.level, case.statements, case.versions, case.area,
-                                        case.file, case.line,
-                                        message="the run's deadline passed")
+                    result = _unrun(case, version, Outcome.SKIPPED, "the run's deadline passed")
+                elif version in self.refused:
+                    result = _unrun(case, version, Outcome.ERROR, self.refused[version],
+                                    setup_refused=True)
                 else:
                     emit(CaseStarted(case, version))
                     result, seen = await run_case(case, version, self.target,
                                                   timeout=self.case_timeout,
-                                                  run_id=self.run_id)
+                                                  run_id=self.run_id, strict=self.strict,
+                                                  served=version in self.served)
                     if seen and "server" not in server:  # a 1.0 CONNECTED may not name it
                         server.clear()
                         server.update(seen)

@@ -111,6 +111,9 @@ class CaseResult:
     #: violations the validator found in frames the case did not look at
     violations: list[str] = field(default_factory=list)
     deviation: str = ""
+    #: an error because the broker refused the session the case needed (its settings,
+    #: not the statement checked)
+    setup_refused: bool = False
 
     @property
     def key(self) -> tuple[str, str]:

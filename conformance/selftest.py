@@ -7,15 +7,21 @@ the broker with each fault switched on, where every case must fail under at leas
 and every fault must make at least one case fail. By default each case runs under the
 faults its `fault:NAME` tags name; `full=True` runs every case under every fault (the kill
 matrix).
+
+A verdict must hold for every conformant broker, not only the reference broker's defaults:
+`selftest_variants` runs the catalogue against the broker under each legal configuration
+of broker/variants.py, where every case run must be passed, informational or unsupported.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from conformance.broker import FAULTS, BrokerConfig, embedded
+from conformance.broker import FAULTS, embedded
+from conformance.broker.variants import VARIANTS, Variant, variant
 from conformance.engine import Engine, Target
 from conformance.profile import load_profile
 from conformance.results import SEVERITY, CaseResult, Outcome, worst
@@ -24,6 +30,9 @@ from conformance.spec import catalogue
 from conformance.transport import parse_broker
 
 CLEAN = (Outcome.PASSED, Outcome.INFORMATIONAL)
+#: what a case may grade the broker under a legal configuration (a capability it lacks is
+#: the profile's business)
+VARIANT_CLEAN = (*CLEAN, Outcome.UNSUPPORTED)
 
 
 # -- coverage ---------------------------------------------------------------------------------
@@ -128,10 +137,22 @@ def planned_faults(case: Case) -> list[str]:
             and t.split(":", 1)[1] in FAULTS]
 
 
-async def _run_against(cases: list[Case], faults: frozenset[str], *, jobs: int,
-                       timeout: float) -> list[CaseResult]:
-    async with embedded(BrokerConfig(port=0, faults=faults)) as broker:
-        target = Target(parse_broker(f"127.0.0.1:{broker.port}"), load_profile("reference"))
+def planned_variant(case: Case) -> Variant:
+    """The configuration a case's faults are tried under (its `variant:NAME` tag): one
+    where the behaviour the fault breaks is reachable (rejecting an unknown virtual host
+    needs a broker that serves named ones)."""
+    named = [t.split(":", 1)[1] for t in case.tags if t.startswith("variant:")]
+    return variant(named[0]) if named else VARIANTS[0]
+
+
+async def _run_against(cases: list[Case], chosen: Variant, *, jobs: int, timeout: float,
+                       faults: frozenset[str] = frozenset()) -> list[CaseResult]:
+    config = chosen.broker_config()
+    config = replace(config, faults=config.faults | faults)
+    profile = load_profile("reference")
+    async with embedded(config) as broker:
+        target = Target(parse_broker(f"127.0.0.1:{broker.port}"), profile,
+                        login=chosen.login, passcode=chosen.passcode, host=chosen.vhost)
         return await Engine(target, jobs=jobs, case_timeout=timeout).run(cases)
 
 
@@ -139,25 +160,86 @@ async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
                    timeout: float = 30.0,
                    progress: Callable[[str], None] = lambda _: None) -> SelfTest:
     progress(f"the catalogue against the reference broker ({len(cases)} cases)")
-    result = SelfTest(await _run_against(cases, frozenset(), jobs=jobs, timeout=timeout))
-    plan: dict[str, list[Case]] = {}
+    result = SelfTest(await _run_against(cases, VARIANTS[0], jobs=jobs, timeout=timeout))
+    #: (fault, variant name) -> the cases tried under that fault in that configuration
+    plan: dict[tuple[str, str], list[Case]] = {}
     for case in cases:
         for fault in (FAULTS if full else planned_faults(case)):
-            plan.setdefault(fault, []).append(case)
+            plan.setdefault((fault, planned_variant(case).name), []).append(case)
     for fault in FAULTS:
-        plan.setdefault(fault, [])
+        if not any(f == fault for f, _ in plan):
+            plan[(fault, VARIANTS[0].name)] = []
     slots = asyncio.Semaphore(4)  # brokers with faults at once
 
-    async def one(fault: str, chosen: list[Case]) -> None:
+    async def one(fault: str, chosen: Variant, picked: list[Case]) -> None:
         async with slots:
-            results = await _run_against(chosen, frozenset({fault}), jobs=jobs,
-                                         timeout=timeout) if chosen else []
-        row: dict[str, Outcome] = {}
+            results = await _run_against(picked, chosen, faults=frozenset({fault}), jobs=jobs,
+                                         timeout=timeout) if picked else []
+        row = result.matrix.setdefault(fault, {})
         for r in results:  # a case is as bad as its worst version
             row[r.id] = worst(row.get(r.id, Outcome.PASSED), r.outcome)
-        result.matrix[fault] = row
-        progress(f"fault {fault}: {sum(result.killed(c, o) for c, o in row.items())} of "
-                 f"{len(chosen)} cases killed")
+        progress(f"fault {fault} ({chosen.name}): "
+                 f"{sum(result.killed(r.id, row[r.id]) for r in results)} case runs of "
+                 f"{len(picked)} cases killed")
 
-    await asyncio.gather(*(one(f, c) for f, c in sorted(plan.items())))
+    await asyncio.gather(*(one(f, variant(v), c) for (f, v), c in sorted(plan.items())))
     return result
+
+
+# -- variants -----------------------------------------------------------------------------------
+
+@dataclass
+class VariantRun:
+    variant: Variant
+    results: list[CaseResult]
+    seconds: float = 0.0
+
+    @property
+    def bad(self) -> list[CaseResult]:
+        return [r for r in self.results if r.outcome not in VARIANT_CLEAN]
+
+
+@dataclass
+class Variants:
+    runs: list[VariantRun]
+
+    @property
+    def bad(self) -> list[tuple[str, CaseResult]]:
+        """(variant name, case run) for every case run graded worse than clean."""
+        return [(run.variant.name, r) for run in self.runs for r in run.bad]
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "variants": [{**run.variant.to_json(), "case_runs": len(run.results),
+                          "clean": len(run.results) - len(run.bad), "bad": len(run.bad),
+                          "seconds": round(run.seconds, 1)} for run in self.runs],
+            "bad": [{"variant": name, "id": r.id, "version": r.version,
+                     "outcome": r.outcome.value, "message": r.message}
+                    for name, r in self.bad],
+        }
+
+
+async def selftest_variants(cases: list[Case], variants: Iterable[Variant], *, jobs: int = 8,
+                            timeout: float = 30.0, at_once: int = 2,
+                            progress: Callable[[str], None] = lambda _: None) -> Variants:
+    """The catalogue against the reference broker under each variant, `at_once` brokers at
+    a time (all in this process: more would only make timing cases race for one core)."""
+    chosen = list(variants)
+    slots = asyncio.Semaphore(at_once)
+
+    async def one(configuration: Variant) -> VariantRun:
+        async with slots:
+            started = time.monotonic()
+            results = await _run_against(cases, configuration, jobs=jobs, timeout=timeout)
+            run = VariantRun(configuration, results, time.monotonic() - started)
+        progress(f"variant {configuration.name}: {len(results)} case runs, {len(run.bad)} "
+                 f"bad ({run.seconds:.0f} s)")
+        return run
+
+    progress(f"{len(cases)} cases under {len(chosen)} broker configurations")
+    return Variants(list(await asyncio.gather(*(one(v) for v in chosen))))

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 from conformance.codec import Frame, Heartbeat, encode_raw, escape, validate_server_frame
 from conformance.connection import Closed, Connection, Event
 from conformance.results import Outcome
-from conformance.spec.grammar import UNESCAPED_COMMANDS, VERSIONS, parse_accept_version
+from conformance.spec.grammar import (
+    HEART_BEAT,
+    UNESCAPED_COMMANDS,
+    VERSIONS,
+    parse_accept_version,
+)
 
 if TYPE_CHECKING:
     from conformance.engine import CaseRun
@@ -34,6 +39,16 @@ class StepFailed(Exception):
 
 class CaseError(Exception):
     """The case itself cannot go on (a connection it names was never opened...)."""
+
+
+class SetupRefused(CaseError):
+    """A CONNECT the case needs only to get a session was not answered with CONNECTED:
+    the broker's settings (credentials, virtual host) are the likely cause, not the
+    statement the case checks."""
+
+    def __init__(self, message: str, observed: str) -> None:
+        super().__init__(message)
+        self.observed = observed
 
 
 def describe(event: Event | None, within: float) -> str:
@@ -70,7 +85,9 @@ def _matches(matcher: Any, value: str | None, run: CaseRun) -> bool:
     if "present" in matcher:
         return (value is not None) == bool(matcher["present"])
     if value is None:
-        return False
+        return "if_present" in matcher
+    if "if_present" in matcher:
+        matcher = {"regex": matcher["if_present"]}
     if "equals" in matcher:
         return value == run.substitute(str(matcher["equals"]))
     if "regex" in matcher:  # captured values are matched literally
@@ -124,6 +141,23 @@ async def step_open(run: CaseRun, args: dict[str, Any]) -> None:
     await run.open(args.get("conn", "main"))
 
 
+def heart_beat_pair(value: str | None) -> tuple[int, int] | None:
+    """A heart-beat header's two intervals: a missing header means 0,0
+    (heart-beating.missing-header); None when it is not two integers."""
+    if value is None:
+        return 0, 0
+    match = HEART_BEAT.match(value)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def refusal(run: CaseRun, conn: Connection, event: Event | None) -> bool:
+    """The broker turned the session down rather than broke a rule answering it: an
+    ERROR, no answer at all, or a close before it sent anything."""
+    if isinstance(event, Closed):
+        return not any(r.conn == conn.name and r.direction == "in" for r in run.transcript)
+    return event is None or isinstance(event, Frame) and event.command == "ERROR"
+
+
 async def step_connect(run: CaseRun, args: dict[str, Any]) -> None:
     name = args.get("conn", "main")
     conn = run.connections.get(name) or await run.open(name)
@@ -131,18 +165,29 @@ async def step_connect(run: CaseRun, args: dict[str, Any]) -> None:
     names = {k for k, _ in headers}
     if "accept-version" not in names and run.version != "1.0":
         headers.insert(0, ("accept-version", run.version))
-    if "host" not in names and run.version != "1.0":
+    # 1.0 has no host header, but brokers that serve virtual hosts read it in 1.0 too:
+    # sent when the user or the profile named one
+    if "host" not in names and (run.version != "1.0" or run.host_given):
         headers.insert(1, ("host", run.host))
     for key, value in (("login", run.login), ("passcode", run.passcode)):
         if value is not None and key not in names:
             headers.append((key, value))
     accept = next((v for k, v in headers if k == "accept-version"), None)
     conn.offered = list(parse_accept_version(accept))
+    conn.heart_beat = heart_beat_pair(
+        next((v for k, v in headers if k == "heart-beat"), None)) or (0, 0)
     await conn.send(encode_raw(args.get("command", "CONNECT"), headers))
     if args.get("expect", "CONNECTED") == "nothing":
         return
     event = await conn.next_event(DEFAULT_WITHIN)
     if not isinstance(event, Frame) or event.command != "CONNECTED":
+        if "headers" not in args and "command" not in args and refusal(run, conn, event):
+            observed = describe(event, DEFAULT_WITHIN)
+            if event is None:
+                raise SetupRefused("the broker accepted the connection but never answered "
+                                   f"CONNECT within {DEFAULT_WITHIN:g} s", observed)
+            raise SetupRefused(f"a CONNECT with the run's settings got {brief(event)}",
+                               observed)
         raise StepFailed("CONNECTED", describe(event, DEFAULT_WITHIN))
     run.judge(conn, event)
     chosen = event.get("version") or "1.0"
@@ -274,13 +319,57 @@ def _describe_alternative(alternative: dict[str, Any], run: CaseRun) -> str:
     return "close" if "expect_close" in alternative else "nothing"
 
 
+#: The longest a heart-beat step watches or sends (seconds), whatever was negotiated.
+MAX_HEARTBEAT_WINDOW = 15.0
+
+
+def negotiated(run: CaseRun, conn: Connection, sender: str) -> int | None:
+    """The interval (ms) the spec's negotiation gives `sender`'s heart-beats: the broker's
+    MAX(sx, cy), the client's MAX(cx, sy); 0 when there are none ("if <cx> is 0 ... or
+    <sy> is 0 ... then there will be none"). Grades the case informational and gives None
+    when there is nothing to check."""
+    cx, cy = conn.heart_beat
+    server = conn.server_heart_beat
+    if server is None:
+        raise StepFailed("a CONNECTED heart-beat header of two integers",
+                         "a malformed heart-beat header")
+    sx, sy = server
+    mine, theirs, who = (sx, cy, "broker") if sender == "broker" else (cx, sy, "client")
+    if not (mine and theirs):
+        run.grade(Outcome.INFORMATIONAL, f"no {who} heart-beats to check: CONNECT offered "
+                  f"heart-beat:{cx},{cy} and CONNECTED heart-beat:{sx},{sy}")
+        return None
+    return max(mine, theirs)
+
+
+def heartbeat_window(run: CaseRun, args: dict[str, Any], every: float) -> float | None:
+    """How long a heart-beat step runs: `within` seconds, or `intervals` of `every`
+    seconds, at most MAX_HEARTBEAT_WINDOW; None (graded informational) when an interval
+    is too long to see even one pass in that time."""
+    window = args.get("within") or every * args.get("intervals", 3)
+    if every * args.get("tolerance", 1.5) >= MAX_HEARTBEAT_WINDOW:
+        run.grade(Outcome.INFORMATIONAL, f"heart-beats every {every * 1000:g} ms: too slow "
+                  f"to check within {MAX_HEARTBEAT_WINDOW:g} s")
+        return None
+    return float(min(window, MAX_HEARTBEAT_WINDOW))
+
+
 async def step_expect_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
     """Watch the connection for a while and judge the gaps between the data that arrived
     (any data counts: "any new data received ... is an indication that the remote end is
-    alive"), from the transcript's timestamps."""
+    alive"), from the transcript's timestamps. `every: negotiated` takes the interval
+    from the CONNECT and CONNECTED of the connection."""
     conn = run.conn(args)
-    window, every = args.get("within", 3.0), args["every"] / 1000
+    every_ms = args["every"]
+    if every_ms == "negotiated":
+        every_ms = negotiated(run, conn, "broker")
+        if every_ms is None:
+            return
+    every = every_ms / 1000
     tolerance = args.get("tolerance", 1.5)
+    window = heartbeat_window(run, args, every)
+    if window is None:
+        return
     start = run.clock()
     await asyncio.sleep(window)
     end = run.clock()
@@ -309,12 +398,37 @@ async def step_expect_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
 
 
 async def step_send_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
+    """Send an EOL every `every` ms (`negotiated`: the client's MAX(cx, sy)); the broker
+    must keep the connection. A close after less silence than the interval breaks the
+    negotiated window; a close after about one interval, the tolerance it SHOULD allow."""
     conn = run.conn(args)
+    every_ms = args["every"]
+    if every_ms == "negotiated":
+        every_ms = negotiated(run, conn, "client")
+        if every_ms is None:
+            return
+    every = every_ms / 1000
+    window = heartbeat_window(run, {**args, "tolerance": 1}, every)
+    if window is None:
+        return
     eol = b"\r\n" if args.get("eol") == "CRLF" else b"\n"
-    stop = time.monotonic() + args["within"]
+    stop = time.monotonic() + window
+    sent: list[float] = []
     while time.monotonic() < stop and conn.closed is None:
+        sent.append(run.clock())
         await conn.send(eol)
-        await asyncio.sleep(args["every"] / 1000)
+        await asyncio.sleep(every)
+    if conn.closed is None:
+        return
+    # what the broker had surely read before it closed: EOLs sent well before the close
+    # was seen (one sent just before may have crossed it)
+    before = [t for t in sent if t < conn.closed.at - 0.05]
+    silence = (conn.closed.at - before[-1]) * 1000 if before else every_ms
+    raise StepFailed(f"the connection kept while an EOL comes every {every_ms:g} ms",
+                     f"the broker closed it {silence:.0f} ms after an EOL "
+                     f"({conn.closed.reason})",
+                     grade=run.grade_of("heart-beating.negotiated-interval")
+                     if silence < every_ms * 0.9 else run.grade_of("heart-beating.tolerance"))
 
 
 def _probe_frame(what: str, size: int, destination: str, receipt: str) -> bytes:

@@ -21,8 +21,12 @@ from peers import serving
 
 from conformance.broker import FAULTS, Broker, BrokerConfig
 from conformance.codec import Frame, Limits, Parser, encode
+from conformance.engine import Engine, Target
+from conformance.profile import load_profile
 from conformance.results import Outcome
+from conformance.scenario import load_file
 from conformance.spec import catalogue
+from conformance.transport import parse_broker
 
 
 @contextlib.contextmanager
@@ -36,9 +40,20 @@ def outcome(tmp_path: Path, port: int, steps: str, versions: str = '"1.2"') -> t
     return result.outcome, result.message
 
 
-def passes(tmp_path: Path, steps: str, versions: str = '"1.2"', **config: object) -> None:
+def passes(tmp_path: Path, steps: str, versions: str = '"1.2"', *,
+           run: dict[str, str] | None = None, **config: object) -> None:
+    """The case passes on a broker with `config`, run with the `run` settings (login,
+    passcode, host) a user of that broker would give."""
     with broker(**config) as port:
-        results = run_cases(tmp_path, port, case(steps, versions=versions))
+        if run is None:
+            results = run_cases(tmp_path, port, case(steps, versions=versions))
+        else:
+            path = tmp_path / "cases.yaml"
+            path.write_text(case(steps, versions=versions))
+            target = Target(parse_broker(f"127.0.0.1:{port}"), load_profile("reference"),
+                            login=run.get("login"), passcode=run.get("passcode"),
+                            host=run.get("host"))
+            results = asyncio.run(Engine(target).run(load_file(path)))
     assert [(r.version, r.outcome, r.message) for r in results] == \
         [(r.version, Outcome.PASSED, "") for r in results]
 
@@ -65,12 +80,17 @@ def test_each_version_is_negotiated(tmp_path: Path) -> None:
     """)
 
 
+USER = {"login": "u", "passcode": "p"}
+
+
 @pytest.mark.parametrize(("headers", "config", "words"), [
     ("accept-version:1.2", {}, "host header"),
     ("accept-version:1.2\\nhost:h\\nlogin:a\\npasscode:wrong", {"users": {"a": "b"}},
      "access refused"),
-    ("accept-version:1.2\\nhost:nowhere", {"vhosts": frozenset({"vh"})},
-     "unknown virtual host"),
+    ("accept-version:1.2\\nhost:nowhere", {"vhosts": ("vh",)},
+     "unknown virtual host 'nowhere': this broker serves vh"),
+    ("accept-version:1.2\\nhost:h", {"users": {"a": "b"}, "v10_anonymous": True},
+     "CONNECT without login"),
     ("accept-version:1.2\\nhost:h\\nheart-beat:x,1", {}, "heart-beat"),
 ])
 def test_connect_refused(tmp_path: Path, headers: str, config: dict[str, object],
@@ -79,7 +99,8 @@ def test_connect_refused(tmp_path: Path, headers: str, config: dict[str, object]
         - open: {{}}
         - raw: {{data: "CONNECT\\n{headers}\\n\\n\\0"}}
         - expect_error_close: {{headers: {{message: {{regex: ".*{words}.*"}}}}}}
-    """, **config)
+    """, run={"login": "a", "passcode": "b"} if "users" in config else
+        {"host": "vh"} if "vhosts" in config else None, **config)
 
 
 def test_frames_before_connect_and_a_second_connect_are_errors(tmp_path: Path) -> None:
@@ -91,6 +112,183 @@ def test_frames_before_connect_and_a_second_connect_are_errors(tmp_path: Path) -
         - connect: {conn: b, expect: nothing}
         - expect_error_close: {conn: b}
     """)
+
+
+# -- the choices the spec leaves to a server (BrokerConfig switches) -------------------------
+
+def test_virtual_hosts_the_first_is_the_default(tmp_path: Path) -> None:
+    # 1.0 has no host header: a 1.0 CONNECT without one is served as the default host
+    passes(tmp_path, """
+        - open: {}
+        - raw: {data: "CONNECT\\n\\n\\0"}
+        - expect: {command: CONNECTED, headers: {session: {present: true}}}
+    """, versions='"1.0"', run={"host": "/prod"}, vhosts=("/prod", "/test"))
+    passes(tmp_path, """
+        - connect: {expect: nothing, headers: {host: /test}}
+        - expect: {command: CONNECTED}
+        - connect: {conn: b, expect: nothing, headers: {host: nowhere}}
+        - expect_error_close: {conn: b, headers: {message: {regex: ".*'nowhere'.*serves /prod, /test"}}}
+    """, versions='"1.0", "1.2"', run={"host": "/prod"}, vhosts=("/prod", "/test"))
+    passes(tmp_path, """
+        - connect: {expect: nothing, headers: {host: nowhere}}
+        - expect: {command: CONNECTED}
+    """, versions='"1.0", "1.2"', vhosts=("/prod",), unknown_vhost="default")
+
+
+@pytest.mark.parametrize("anonymous", [False, True])
+def test_a_1_0_connect_without_login_is_refused_unless_anonymous_1_0_is_on(
+        tmp_path: Path, anonymous: bool) -> None:
+    users = {"u": "p"}
+    answer = "expect: {command: CONNECTED}" if anonymous else \
+        'expect_error_close: {headers: {message: {regex: ".*without login.*"}}}'
+    passes(tmp_path, f"""
+        - open: {{}}
+        - raw: {{data: "CONNECT\\n\\n\\0"}}
+        - {answer}
+        - open: {{conn: wrong}}
+        - raw: {{conn: wrong, data: "CONNECT\\nlogin:u\\npasscode:x\\n\\n\\0"}}
+        - expect_error_close: {{conn: wrong, headers: {{message: {{regex: ".*wrong passcode.*"}}}}}}
+        - open: {{conn: right}}
+        - raw: {{conn: right, data: "CONNECT\\nlogin:u\\npasscode:p\\n\\n\\0"}}
+        - expect: {{conn: right, command: CONNECTED}}
+    """, versions='"1.0"', run=USER, users=users, v10_anonymous=anonymous)
+    passes(tmp_path, """
+        - open: {}
+        - raw: {data: "CONNECT\\naccept-version:${version}\\nhost:h\\n\\n\\0"}
+        - expect_error_close: {headers: {message: {regex: ".*without login.*"}}}
+    """, versions='"1.1", "1.2"', run=USER, users=users, v10_anonymous=anonymous)
+
+
+@pytest.mark.parametrize(("nack", "then"), [
+    ("redeliver", 'expect: {command: MESSAGE, headers: {redelivered: "true"}, body: m1}'),
+    ("discard", "expect: {command: MESSAGE, body: m2}"),  # m1 is gone
+])
+def test_a_nacked_message_is_redelivered_or_discarded(tmp_path: Path, nack: str,
+                                                       then: str) -> None:
+    passes(tmp_path, f"""
+        - connect: {{}}
+        - send: {{command: SUBSCRIBE, headers: {{id: a, destination: "${{queue}}", ack: client-individual}}}}
+        - send: {{command: SEND, headers: {{destination: "${{queue}}"}}, body: m1}}
+        - expect: {{command: MESSAGE, body: m1, capture: {{first: ack}}}}
+        - send: {{command: NACK, headers: {{id: "${{first}}"}}}}
+        - send: {{command: SEND, headers: {{destination: "${{queue}}"}}, body: m2}}
+        - {then}
+    """, nack=nack)
+
+
+def test_unknown_commands_get_error_or_are_ignored(tmp_path: Path) -> None:
+    steps = """
+        - connect: {}
+        - raw: {data: "SNED\\ndestination:${queue}\\nreceipt:r\\n\\nhi\\0"}
+        - %s
+    """
+    passes(tmp_path, steps % "expect_error_close: {headers: {message: {regex: \".*unknown command 'SNED'\"}}}")
+    passes(tmp_path, steps % """expect_none: {within: 0.3}
+        - send: {command: SEND, headers: {destination: "${queue}", receipt: alive}}
+        - expect: {command: RECEIPT, headers: {receipt-id: alive}}""",
+           unknown_command="ignore")
+
+
+def test_minimal_connected_has_only_what_each_version_requires(tmp_path: Path) -> None:
+    absent = "{absent: true}"
+    passes(tmp_path, f"""
+        - connect: {{expect: nothing}}
+        - expect: {{command: CONNECTED, headers: {{version: {{present: true}}, heart-beat: "1000,1000", session: {absent}, server: {absent}}}}}
+    """, versions='"1.1", "1.2"', minimal_connected=True)
+    passes(tmp_path, f"""
+        - connect: {{expect: nothing}}
+        - expect: {{command: CONNECTED, headers: {{version: "1.2", heart-beat: {absent}, session: {absent}, server: {absent}}}}}
+    """, minimal_connected=True, heartbeat=(0, 0))
+    passes(tmp_path, f"""
+        - connect: {{expect: nothing}}
+        - expect: {{command: CONNECTED, headers: {{session: {{present: true}}, server: {absent}}}}}
+    """, versions='"1.0"', minimal_connected=True)
+
+
+def test_colon_ids_are_escaped_and_acknowledged() -> None:
+    async def main(port: int, version: str) -> list[bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        connect = {"accept-version": version, "host": "h"} if version != "1.0" else {}
+        ack = "client-individual" if version != "1.0" else "client"
+        writer.write(encode(Frame("CONNECT", connect)) + encode(Frame(
+            "SUBSCRIBE", {"id": "a", "destination": "/queue/colons", "ack": ack})) +
+            encode(Frame("SEND", {"destination": "/queue/colons"}, b"m")))
+        parser = Parser(version=version)  # type: ignore[arg-type]
+        frames: list[Frame] = []
+        seen = b""
+        while len(frames) < 2:
+            data = await asyncio.wait_for(reader.read(65536), 5)
+            seen += data
+            frames += [e for e in parser.feed(data) if isinstance(e, Frame)]
+        message = frames[1]
+        acked = {"1.2": {"id": message.get("ack") or ""},
+                 "1.1": {"message-id": message.get("message-id") or "", "subscription": "a"},
+                 "1.0": {"message-id": message.get("message-id") or ""}}[version]
+        writer.write(encode(Frame("ACK", {**acked, "receipt": "r"}),
+                            version=version))  # type: ignore[arg-type]
+        while len(frames) < 3:
+            data = await asyncio.wait_for(reader.read(65536), 5)
+            frames += [e for e in parser.feed(data) if isinstance(e, Frame)]
+        writer.close()
+        return [seen, frames[2].command.encode()]
+
+    with broker(colon_ids=True) as port:
+        for version in ("1.0", "1.1", "1.2"):
+            wire, answer = asyncio.run(main(port, version))
+            assert answer == b"RECEIPT", version
+            if version == "1.0":  # 1.0 has no escapes: the value is written as it is
+                assert b"\nmessage-id:ID:reference:1:" in wire
+            else:
+                assert b"\nmessage-id:ID\\creference\\c1\\c" in wire, wire
+            if version == "1.2":
+                assert b"\nack:ID\\cs" in wire, wire
+
+
+def test_server_headers_are_added_to_messages_unless_the_sender_gave_them(tmp_path: Path) -> None:
+    passes(tmp_path, """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}"}}
+        - send: {command: SEND, headers: {destination: "${queue}", priority: "9"}, body: m}
+        - expect: {command: MESSAGE, headers: {priority: "9", expires: "0", timestamp: {regex: "[0-9]{13}"}}}
+    """, server_headers=True)
+
+
+def test_limits_are_set_by_name(tmp_path: Path) -> None:
+    config = BrokerConfig().with_limits({"body": 100, "headers": 5, "subscriptions": 1,
+                                         "pending": 1})
+    assert (config.limits.max_body, config.limits.max_headers, config.max_subscriptions,
+            config.max_pending) == (100, 5, 1, 1)
+    for bad, words in (({"bodyy": 1}, "unknown limit 'bodyy'"), ({"body": 0}, "positive")):
+        with pytest.raises(ValueError, match=words):
+            BrokerConfig().with_limits(bad)
+    passes(tmp_path, """
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
+        - send: {command: SEND, headers: {destination: "${queue}"}, body: m2}
+        - expect: {command: MESSAGE, body: m1, capture: {first: ack}}
+        - expect_none: {within: 0.3}
+        - send: {command: ACK, headers: {id: "${first}"}}
+        - expect: {command: MESSAGE, body: m2}
+        - send: {command: SUBSCRIBE, headers: {id: b, destination: "${queue2}"}}
+        - expect_error_close: {headers: {message: {regex: "more than 1 subscriptions"}}}
+        - connect: {conn: big}
+        - send: {conn: big, command: SEND, headers: {destination: "${queue}"}, body: "%s"}
+        - expect_error_close: {conn: big}
+    """ % ("b" * 101), limits=config.limits, max_subscriptions=1, max_pending=1)
+
+
+@pytest.mark.parametrize(("config", "words"), [
+    ({"nack": "drop"}, "nack 'drop': choose from redeliver, discard"),
+    ({"unknown_vhost": "guess"}, "choose from reject, default"),
+    ({"unknown_command": "x"}, "choose from error, ignore"),
+    ({"vhosts": ()}, "at least one virtual host"),
+    ({"heartbeat": (-1, 0)}, "0 or more"),
+])
+def test_switches_refuse_values_the_spec_does_not_allow(config: dict[str, object],
+                                                         words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        BrokerConfig(**config)  # type: ignore[arg-type]
 
 
 # -- queues, topics, acks ------------------------------------------------------------------
@@ -458,6 +656,38 @@ def test_the_broker_verb_serves_until_interrupted_and_stops_cleanly() -> None:
     assert bad.returncode == 2 and "unknown fault nope" in bad.stderr
 
 
+def test_the_broker_verb_sets_the_switches() -> None:
+    """--vhost /prod: a 1.0 CONNECT without host is served as /prod (never 'None'); with
+    --login and --v10-anonymous, without login too; --minimal-connected; a bad value or
+    limit is one line and exit 2."""
+    child = subprocess.Popen([sys.executable, "-m", "conformance", "broker", "--port", "0",
+                              "--vhost", "/prod", "--login", "u", "--passcode", "p",
+                              "--v10-anonymous", "--minimal-connected", "--nack", "discard",
+                              "--limit", "body=10", "--limit", "headers=8"],
+                             stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert child.stderr is not None
+        port = int(child.stderr.readline().split(":")[-1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(encode(Frame("CONNECT", {})))
+            assert sock.recv(1000).startswith(b"CONNECTED\nsession:")
+            sock.sendall(encode(Frame("SEND", {"destination": "/queue/a"}, b"x" * 11)))
+            assert b"ERROR" in sock.recv(1000)
+        child.send_signal(signal.SIGINT)
+        assert child.wait(10) == 0
+    finally:
+        child.kill()
+    for flags, words in ((["--limit", "bodyy=3"], "unknown limit 'bodyy'"),
+                         (["--limit", "body"], "expected NAME=NUMBER"),
+                         (["--limit", "body=-1"], "expected NAME=NUMBER"),
+                         (["--nack", "drop"], "choose from redeliver, discard")):
+        bad = subprocess.run([sys.executable, "-m", "conformance", "broker", *flags],
+                             capture_output=True, text=True, timeout=30)
+        assert bad.returncode == 2 and words in bad.stderr, flags
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
 def test_heartbeat_steps_see_the_interval_and_keep_a_connection_alive(tmp_path: Path) -> None:
     steps = """
         - connect: {headers: {heart-beat: "0,200"}}
@@ -474,3 +704,51 @@ def test_heartbeat_steps_see_the_interval_and_keep_a_connection_alive(tmp_path: 
     with broker(heartbeat=(100, 100), faults=frozenset({"no-heartbeats"})) as port:
         (result,) = run_cases(tmp_path, port, case(steps))
     assert result.outcome == Outcome.FAILED and "0 heart-beat EOLs" in result.observed
+
+
+TWO_UNACKED = """
+    - connect: {}
+    - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
+    - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
+    - send: {command: SEND, headers: {destination: "${queue}"}, body: m2}
+    - expect: {command: MESSAGE, body: m1}
+    - expect: {command: MESSAGE, body: m2}
+"""
+
+
+def test_a_capability_the_profile_leaves_open_is_found_out_from_the_broker(
+        tmp_path: Path) -> None:
+    """A broker with a prefetch of one lacks several-unacked legally: the case needing it
+    is unsupported, saying so; the same case passes where the broker has it, and where the
+    profile declares it the broker is held to it."""
+    needs = case(TWO_UNACKED, extra="  requires: [several-unacked]\n")
+    with broker() as port:
+        (result,) = run_cases(tmp_path, port, needs)
+    assert result.outcome == Outcome.PASSED, result.message
+    with broker(max_pending=1) as port:
+        (result,) = run_cases(tmp_path, port, needs)
+        assert result.outcome == Outcome.UNSUPPORTED
+        assert result.message.startswith("several-unacked absent, as the broker showed at "
+                                         "STOMP 1.2: a second message held back"), result.message
+        declares = tmp_path / "declares.yaml"
+        declares.write_text("name: declares\ncapabilities: {several-unacked: true}\n")
+        (declared,) = run_cases(tmp_path, port, needs, profile=str(declares))
+    assert declared.outcome == Outcome.FAILED, declared.message
+
+
+def test_a_session_refused_after_it_was_served_is_an_error_of_the_setup(
+        tmp_path: Path) -> None:
+    """At a limit of connections, a case's CONNECT closed without a word is no failure of
+    the case's statement: it errs, saying the broker served the same CONNECT before."""
+    steps = """
+        - connect: {}
+        - connect: {conn: other}
+        - expect_none: {within: 0.5}
+    """
+    with broker(max_connections=2) as port:
+        results = run_cases(tmp_path, port, *(case(steps, id=f"t.c{i}") for i in range(4)),
+                            jobs=4)
+    errors = [r for r in results if r.outcome == Outcome.ERROR]
+    assert errors and {r.outcome for r in results} <= {Outcome.PASSED, Outcome.ERROR}
+    assert all(r.setup_refused and "served the same CONNECT before the cases: at a limit "
+               "of connections? try fewer --jobs" in r.message for r in errors), errors

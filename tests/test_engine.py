@@ -4,6 +4,7 @@ outcome, timeouts, and peers that hang, send garbage, close mid-frame or never e
 from __future__ import annotations
 
 import resource
+import time
 from pathlib import Path
 
 import pytest
@@ -178,7 +179,6 @@ def test_case_problems_and_timeouts_are_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("peer", "observed"), [
-    (silent, "nothing within 0.3 s"),
     (mid_frame, "in the middle of a frame"),
     (garbage, "HTTP/1.1 400 Bad Request frame"),
 ])
@@ -192,6 +192,22 @@ def test_hostile_peers_get_a_graded_verdict(tmp_path: Path, peer: object, observ
     with serving(peer) as port:  # type: ignore[arg-type]
         (result,) = run_cases(tmp_path, port, case(steps))
     assert result.outcome == Outcome.FAILED and observed in result.observed, result.observed
+
+
+def test_a_broker_that_never_answers_connect_errs_every_case_at_once(tmp_path: Path) -> None:
+    """The run's CONNECT at each version finds it before the cases: each is graded error
+    with one message, without waiting out its own timeout."""
+    steps = """
+        - connect: {expect: nothing}
+        - expect: {command: CONNECTED, within: 30}
+    """
+    started = time.monotonic()
+    with serving(silent) as port:
+        results = run_cases(tmp_path, port, *(case(steps, id=f"t.c{i}") for i in range(20)))
+    assert time.monotonic() - started < 10
+    assert {r.outcome for r in results} == {Outcome.ERROR}
+    assert all(r.setup_refused and "never answered CONNECT within 5 s" in r.message
+               for r in results)
 
 
 @pytest.mark.parametrize("peer", [endless, endless_body])

@@ -208,6 +208,23 @@ def test_summary_and_area_bars_match_the_json(runs: tuple[Path, Path]) -> None:
     assert faulty["passed"] and faulty["failed"] and faulty["non-strict"]
 
 
+def test_every_format_opens_with_the_certification_verdict(hostile_run: Path,
+                                                           runs: tuple[Path, Path]) -> None:
+    line = load(hostile_run / "r.json")["certification"]["verdict"]
+    assert line == "does not conform: 1 MUST case run failed"
+    assert (hostile_run / "r.md").read_text("utf-8").startswith(f"**{line}**\n")
+    assert f'<div class="verdict o-failed" id="verdict">{line}</div>' in \
+        (hostile_run / "r.html").read_text("utf-8")
+    clean, faulty = (load(path)["certification"] for path in runs)
+    assert (clean["conforms"], clean["verdict"]) == (
+        True, "conforms to STOMP 1.0, 1.1 and 1.2: every MUST passed")
+    assert faulty["conforms"] is False and faulty["verdict"].startswith(
+        f"does not conform: {faulty['must_failed']} MUST case runs failed")
+    for path, certification in zip(runs, (clean, faulty), strict=True):
+        page = path.with_suffix(".html").read_text("utf-8")
+        assert f'id="verdict">{certification["verdict"]}</div>' in page
+
+
 class Counts(HTMLParser):
     """The data-count of each outcome badge and of each segment of each area's bar."""
 
@@ -304,6 +321,10 @@ def test_hostile_page_runs_no_broker_script_and_filters_work(
     body = browser.find_element(By.TAG_NAME, "body").get_attribute("textContent") or ""
     assert PAYLOAD in body
     assert SERVER in browser.find_element(By.CSS_SELECTOR, "header.top").text
+    verdict = browser.find_element(By.ID, "verdict")  # the page opens with it
+    assert verdict.text == "does not conform: 1 MUST case run failed"
+    assert verdict.location["y"] < browser.find_element(By.CSS_SELECTOR,
+                                                        "header.top").location["y"]
 
     both = {"hostile.receipt [failed]": True, "hostile.bad-escape [passed]": True}
     assert shown(browser) == both

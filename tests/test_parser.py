@@ -1,8 +1,9 @@
-"""The parser: round trips, chunking invariance, malformed input, limits, the spec's
-own example frames."""
+"""The parser: round trips, chunking invariance, malformed input, early failure, limits,
+the spec's own example frames."""
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from conformance.codec import (
     encode,
     encode_raw,
 )
-from conformance.spec.grammar import VERSIONS
+from conformance.spec.grammar import VERSIONS, Version
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec"
 
@@ -264,6 +265,164 @@ def test_a_failed_parser_stays_failed() -> None:
         parser.feed(b"RECEIPT\nreceipt-id:1\n\n\x00")
 
 
+# -- early failure: a stream broken for good fails at once ------------------------------------
+
+def chunkings(data: bytes) -> list[list[bytes]]:
+    """Every chunking the helpers offer: whole, byte by byte, and a few fixed random splits."""
+    rng = random.Random(data)
+    return [[data], bytewise(data)] + [split(data, [rng.randint(0, len(data)) for _ in "abc"])
+                                       for _ in range(3)]
+
+
+# (version, the start of a frame, error, statement, offset of the first bad octet)
+BAD_COMMAND_LINES: list[tuple[Version, bytes, str, str, int]] = [
+    ("1.2", b"FO", "FramingError", "frames.command-grammar", 0),
+    ("1.2", b"sen", "FramingError", "frames.command-grammar", 0),      # case-sensitive
+    ("1.2", b"\x00", "FramingError", "frames.command-grammar", 0),
+    ("1.2", b"SEND\x00", "FramingError", "frames.command-grammar", 4),
+    ("1.2", b"SENDX", "FramingError", "frames.command-grammar", 4),
+    ("1.2", b"SEND\r\r", "FramingError", "frames.command-grammar", 5),
+    ("1.1", b"MESSAGE\r", "FramingError", "frames.command-grammar", 7),  # CR: an octet
+    ("1.2", b"\n\r\nACK\x00", "FramingError", "frames.command-grammar", 6),  # after beats
+    ("1.2", b"S\xc3\xa9", "FramingError", "frames.command-grammar", 1),  # UTF-8, no command
+    ("1.2", b"SE\xff", "EncodingError", "value-encoding.utf8", 2),
+    ("1.0", b"SE\xff", "EncodingError", "frames.command-grammar-v10", 2),
+]
+
+
+@pytest.mark.parametrize(("version", "start", "error", "statement", "offset"),
+                         BAD_COMMAND_LINES, ids=[repr(c[1]) + c[0] for c in BAD_COMMAND_LINES])
+def test_a_command_line_no_command_begins_fails_before_its_eol(
+        version: Version, start: bytes, error: str, statement: str, offset: int) -> None:
+    beats = [("heartbeat", 0, b"\n"), ("heartbeat", 1, b"\r\n")] if start[0] == 10 else []
+    for chunks in chunkings(start):
+        assert run(chunks, version=version) == (beats, (error, statement, offset))
+    # The line and the frame once complete: the same verdict, as the whole frame has.
+    assert run([start + b"\n\n\x00"], version=version) == (beats, (error, statement, offset))
+
+
+def test_a_command_line_fails_at_the_octet_that_decides_and_not_before() -> None:
+    # Prefixes of commands, a CR that may be the start of a 1.2 CR LF or of a CR LF heart-
+    # beat, a character cut in two: none is broken yet.
+    waiting: list[tuple[Version, bytes]] = [("1.2", b"UNSUBSCRIB"), ("1.2", b"MESSAGE\r"),
+                                            ("1.0", b"\r"), ("1.2", b"\r\nS"), ("1.2", b"S\xc3")]
+    for version, start in waiting:
+        for chunks in chunkings(start):
+            assert run(chunks, version=version)[1] is None
+    parser = Parser()
+    assert parser.feed(b"\n\r\nSEN") == [Heartbeat(0, b"\n"), Heartbeat(1, b"\r\n")]
+    with pytest.raises(FramingError) as caught:
+        parser.feed(b"T")
+    assert (caught.value.statement, caught.value.offset) == ("frames.command-grammar", 6)
+
+
+def test_observing_mode_reads_a_bad_command_line_whole_and_cites_its_first_bad_octet() -> None:
+    # Observing, nothing fails early: the frame is read with its command as sent (the
+    # reference broker names it in its ERROR). Its first violation is the strict parser's
+    # error: at the first bad octet, where it was at the frame's first octet before.
+    for version, start, _, statement, offset in BAD_COMMAND_LINES:
+        data = start + b"\nk:v\n\nx\x00RECEIPT\nreceipt-id:1\n\n\x00"
+        command = start.lstrip(b"\r\n").decode("utf-8", "replace")
+        if version == "1.2":  # a CR before the LF is the EOL's
+            command = command.removesuffix("\r")
+        for chunks in chunkings(data):
+            parser = Parser(version=version, strict=False)
+            frames = [e for chunk in chunks for e in parser.feed(chunk) if isinstance(e, Frame)]
+            first = frames[0]
+            assert (first.command, first.headers, first.body) == (command, [("k", "v")], b"x")
+            assert (first.violations[0].statement, first.violations[0].offset) == (statement,
+                                                                                 offset)
+            assert frames[1].command == "RECEIPT" and frames[1].violations == []
+
+
+# (version, a head without its blank line, error, statement, offset)
+BAD_HEADER_LINES: list[tuple[Version, bytes, str, str, int]] = [
+    ("1.2", b"SEND\nk:\\t\n", "EscapeError", "value-encoding.undefined-escape-fatal", 7),
+    ("1.2", b"SEND\r\nk:a\\\r\n", "EscapeError", "value-encoding.undefined-escape-fatal", 9),
+    ("1.2", b"SEND\nk\\t:v\n", "EscapeError", "value-encoding.undefined-escape-fatal", 6),
+    ("1.2", b"SEND\nk:v\nk:\\\n", "EscapeError", "value-encoding.undefined-escape-fatal", 11),
+    ("1.1", b"SEND\nk:\\r\n", "EscapeError", "value-encoding.undefined-escape-fatal-v11", 7),
+    # A value's offset counts the name as sent, escapes and all.
+    ("1.2", b"SEND\na\\cb:\\t\n", "EscapeError", "value-encoding.undefined-escape-fatal", 10),
+    # The first broken line decides, whatever rule it breaks.
+    ("1.2", b"SEND\nnocolon\nk:\\t\n", "FramingError", "frames.header-grammar", 5),
+    ("1.2", b"SEND\nk:\\t\nk:\xff\n", "EscapeError", "value-encoding.undefined-escape-fatal",
+     7),
+    ("1.2", b"SEND\nk:\xff\nk:\\t\n", "EncodingError", "value-encoding.utf8", 7),
+]
+
+
+@pytest.mark.parametrize(("version", "head", "error", "statement", "offset"),
+                         BAD_HEADER_LINES, ids=[repr(c[1]) + c[0] for c in BAD_HEADER_LINES])
+def test_a_complete_header_line_that_breaks_a_rule_fails_before_the_blank_line(
+        version: Version, head: bytes, error: str, statement: str, offset: int) -> None:
+    for chunks in chunkings(head):
+        assert run(chunks, version=version) == ([], (error, statement, offset))
+    assert run([head + b"\n\x00"], version=version) == ([], (error, statement, offset))
+    # Observing: the same first violation, once the frame is there.
+    (frame,) = Parser(version=version, strict=False).feed(head + b"\n\x00")
+    assert isinstance(frame, Frame)
+    assert (frame.violations[0].statement, frame.violations[0].offset) == (statement, offset)
+
+
+def test_escapes_fail_early_only_where_headers_are_escaped() -> None:
+    cases: list[tuple[Version, bytes, bool]] = [
+        ("1.2", b"SEND", True), ("1.1", b"MESSAGE", True), ("1.0", b"SEND", False),
+        ("1.2", b"CONNECT", False), ("1.2", b"CONNECTED", False), ("1.2", b"STOMP", False),
+        ("1.1", b"CONNECT", False)]
+    for version, command, fails in cases:
+        head = command + b"\npasscode:a\\tb\n"
+        for chunks in chunkings(head):
+            assert (run(chunks, version=version)[1] is not None) == fails, (version, command)
+        if not fails:
+            (frame,) = Parser(version=version).feed(head + b"\n\x00")
+            assert isinstance(frame, Frame) and frame.get("passcode") == "a\\tb"
+
+
+def test_an_unknown_command_fails_before_a_later_invalid_octet() -> None:
+    # The head is judged in the order it arrives: a whole frame fails where one read in
+    # pieces must (it cannot wait for octets that may never come), and observing records
+    # the violations in that order.
+    data = b"FOO\nk:\xff\n\n\x00"
+    for chunks in chunkings(data):
+        assert run(chunks) == ([], ("FramingError", "frames.command-grammar", 0))
+    (frame,) = Parser(strict=False).feed(data)
+    assert isinstance(frame, Frame)
+    assert [(v.statement, v.offset) for v in frame.violations] == [
+        ("frames.command-grammar", 0), ("value-encoding.utf8", 6)]
+
+
+# -- STOMP 1.0's padded headers --------------------------------------------------------------
+
+def test_a_padded_content_length_is_read_in_1_0_with_a_note_and_refused_after() -> None:
+    for padded in (b" 5", b"5 ", b"  5  "):
+        data = b"SEND\ncontent-length:" + padded + b"\n\na\x00bcd\x00"
+        for strict in (True, False):
+            for chunks in chunkings(data):
+                parser = Parser(version="1.0", strict=strict)
+                (frame,) = [e for chunk in chunks for e in parser.feed(chunk)]
+                assert isinstance(frame, Frame)
+                assert frame.body == b"a\x00bcd" and frame.violations == []
+                assert frame.get("content-length") == padded.decode()  # kept as sent
+                assert len(frame.notes) == 1 and "padded" in frame.notes[0]
+        strict_versions: list[tuple[Version, str]] = [("1.1", "content-length.read-octets-v11"),
+                                                      ("1.2", "content-length.read-octets")]
+        for version, statement in strict_versions:
+            with pytest.raises(ContentLengthError) as caught:
+                Parser(version=version).feed(data)
+            assert caught.value.statement == statement
+            frame = Parser(version=version, strict=False).feed(data)[0]
+            assert isinstance(frame, Frame) and frame.notes == ()
+            assert [v.statement for v in frame.violations] == [statement]
+    # Only spaces pad: a tab, a sign or spaces alone are no count in 1.0 either.
+    for value in (b"\t5", b"+5", b" ", b"5 5"):
+        with pytest.raises(ContentLengthError) as caught:
+            Parser(version="1.0").feed(b"SEND\ncontent-length:" + value + b"\n\n\x00")
+        assert caught.value.statement == "content-length.read-octets-v10"
+    (plain,) = Parser().feed(b"SEND\n\n\x00")
+    assert isinstance(plain, Frame) and plain.notes == () and Frame("SEND").notes == ()
+
+
 # -- limits: memory stays bounded whatever the peer sends ------------------------------------
 
 SMALL = Limits(max_headers=10, max_header_line=100, max_body=1000, max_frame=2000)
@@ -359,6 +518,7 @@ def test_an_unfinished_header_block_is_bounded_by_the_frame_limit() -> None:
     # grew to max_headers * max_header_line octets, past max_frame.
     limits = Limits(max_headers=1_000, max_header_line=40, max_body=10, max_frame=120)
     parser = Parser(limits=limits)
+    parser.feed(b"SEND\n")  # a command line no command begins with would fail first
     with pytest.raises(FrameTooLarge):
         for _ in range(100):
             parser.feed(b"k:" + b"v" * 30 + b"\n")

@@ -22,6 +22,8 @@ from conformance.profile import Deviation, Profile, load_profile
 from conformance.report import (
     ReportWriter,
     case_records,
+    render_html,
+    render_markdown,
     render_record,
     render_transcript,
     report_json,
@@ -34,6 +36,7 @@ from conformance.report import (
 )
 from conformance.report.files import write_atomic
 from conformance.report.junit import ALLOWED
+from conformance.report.verdict import certify
 from conformance.results import CaseResult, Outcome, Record
 from conformance.scenario import load_cases
 from conformance.spec import catalogue
@@ -350,6 +353,85 @@ def test_records_refuse_a_run_id_that_cannot_name_a_file(target: Target, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+# -- the certification verdict -------------------------------------------------------------
+
+def graded(*runs: tuple[Outcome, str, str, str]) -> list[CaseResult]:
+    """Results from (outcome, level, version, deviation) tuples."""
+    return [result(outcome, id=f"c.{i}", level=level, version=version, deviation=deviation)
+            for i, (outcome, level, version, deviation) in enumerate(runs)]
+
+
+P, F, N, K = Outcome.PASSED, Outcome.FAILED, Outcome.NON_STRICT, Outcome.KNOWN_DEVIATION
+
+
+def test_certification_lines() -> None:
+    every = [(P, "must", v, "") for v in ("1.2", "1.0", "1.1")]
+    cases = [
+        (every, True, "conforms to STOMP 1.0, 1.1 and 1.2: every MUST passed"),
+        (every[:2], True, "conforms to STOMP 1.0 and 1.2: every MUST passed"),
+        (every[:1] + [(N, "should", "1.2", ""), (Outcome.INFORMATIONAL, "may", "1.2", ""),
+                      (Outcome.UNSUPPORTED, "must", "1.0", ""), (Outcome.SKIPPED, "must",
+                                                                  "1.1", "")],
+         True, "conforms to STOMP 1.2: every MUST passed, 1 SHOULD not met"),
+        # a SHOULD-level case whose frames broke a MUST fails conformance all the same
+        (every + [(F, "should", "1.2", "")], False,
+         "does not conform: 1 MUST case run failed"),
+        (every + [(F, "must", "1.2", ""), (K, "must", "1.1", "x"), (K, "must", "1.2", "x")],
+         False, "does not conform: 3 MUST case runs failed, 2 of them known deviations"),
+        (every + [(K, "must", "1.2", "x")], False,
+         "does not conform: 1 MUST case run failed, a known deviation"),
+        (every + [(F, "must", "1.2", ""), (Outcome.ERROR, "must", "1.1", "")], False,
+         "does not conform: 1 MUST case run failed; 1 case run could not be graded"),
+        (every + [(Outcome.ERROR, "must", "1.1", "")] * 2, None,
+         "inconclusive: 2 case runs could not be graded"),
+        ([(P, "should", "1.2", ""), (Outcome.SKIPPED, "must", "1.2", "")], None,
+         "inconclusive: no MUST case ran"),
+        ([], None, "inconclusive: no MUST case ran"),
+    ]
+    for runs, conforms, text in cases:
+        certification = certify(graded(*runs))
+        assert (certification.conforms, certification.text) == (conforms, text), runs
+
+
+def test_strict_grades_read_as_the_same_certification() -> None:
+    """A known deviation reads the same whether the run kept its grade (strict) or not."""
+    tolerant = graded((P, "must", "1.2", ""), (F, "must", "1.2", ""), (K, "must", "1.1", "x"),
+                      (K, "must", "1.2", "x"), (K, "should", "1.2", "x"))
+    strict = graded((P, "must", "1.2", ""), (F, "must", "1.2", ""), (F, "must", "1.1", "x"),
+                    (F, "must", "1.2", "x"), (N, "should", "1.2", "x"))
+    one, other = certify(tolerant), certify(strict, strict=True)
+    assert one.text == other.text == (
+        "does not conform: 3 MUST case runs failed, 2 of them known deviations")
+    assert (one.strict, other.strict) == (False, True)
+    assert one.to_json() | {"strict": True} == other.to_json()
+    assert other.to_json() == {"strict": True, "conforms": False, "verdict": other.text,
+                               "must_failed": 3, "known_deviations": 2, "should_not_met": 1,
+                               "errors": 0}
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_every_format_opens_with_the_same_verdict(target: Target, strict: bool) -> None:
+    report = report_json(results(), target=target, server=SERVER, duration=1.0,
+                         tool_version="0.1.0", strict=strict)
+    jsonschema.Draft202012Validator(schema()).validate(report)
+    line = ("does not conform: 2 MUST case runs failed, 1 of them a known deviation; "
+            "1 case run could not be graded")
+    assert list(report)[:2] == ["schema_version", "certification"]
+    assert report["certification"] == {
+        "strict": strict, "conforms": False, "verdict": line, "must_failed": 2,
+        "known_deviations": 1, "should_not_met": 1, "errors": 1}
+    assert render_markdown(report).splitlines()[0] == f"**{line}**"
+    page = render_html(report)
+    body = page[page.index("<body>"):]
+    assert body.index(f'<div class="verdict o-failed" id="verdict">{line}</div>') \
+        < body.index('<header class="top">')
+    # a report saved before the field existed is still a report, and says the same
+    del report["certification"]
+    jsonschema.Draft202012Validator(schema()).validate(report)
+    assert render_markdown(report).splitlines()[0] == f"**{line}**"
+    assert f'id="verdict">{line}</div>' in render_html(report)
+
+
 # -- as an engine handler ------------------------------------------------------------------
 
 def test_report_writer_writes_every_file_on_run_finished(target: Target,
@@ -382,8 +464,8 @@ def test_report_writer_writes_the_page_and_summary_without_the_passcode(
         assert f'data-outcome="{outcome.value}" data-area=' in page
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     summary = (tmp_path / "r.md").read_text("utf-8")
-    assert "**Inconclusive" not in summary and "**Not conformant: 1 case run broke a MUST.**" \
-        in summary
+    assert summary.startswith("**does not conform: 2 MUST case runs failed, 1 of them a known "
+                              "deviation; 1 case run could not be graded**\n")
     assert "- STOMP 1.2: MUST 1/4" in summary  # passed of those that ran at 1.2
 
 

@@ -7,6 +7,7 @@ import json
 import re
 import ssl
 from pathlib import Path
+from typing import Any
 
 import trustme
 from helpers import cli
@@ -152,3 +153,61 @@ def test_a_baseline_that_is_not_a_report_exits_2_with_one_line(tmp_path: Path) -
         done = cli("run", "--cases", cases(tmp_path), "--baseline", str(tmp_path / name))
         assert done.returncode == 2
         assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+
+
+PROFILE = """\
+name: tiny
+deviations:
+  receipts.send-gets-receipt:
+    observed: no RECEIPT
+    reason: the tiny broker drops receipts
+"""
+
+
+def test_strict_grades_known_deviations_as_failures(tmp_path: Path) -> None:
+    """The same broker, the same profile: without --strict its declared failures are
+    known deviations and exit 0; with it they fail and exit 1. Both say the same verdict,
+    on the console and at the top of every report."""
+    (tmp_path / "tiny.yaml").write_text(PROFILE)
+    line = "does not conform: 2 MUST case runs failed, 2 of them known deviations"
+    with serving(TinyBroker("no-receipt")) as port:
+        def run(name: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
+            out = tmp_path / name
+            done = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", cases(tmp_path),
+                       "--profile", str(tmp_path / "tiny.yaml"), "--json", f"{out}.json",
+                       "--html", f"{out}.html", "--markdown", f"{out}.md", *extra)
+            assert "Traceback" not in done.stderr
+            assert f"\n{line}\n" in done.stderr  # the console's last word before the files
+            assert (out.with_suffix(".md")).read_text().splitlines()[0] == f"**{line}**"
+            assert f'id="verdict">{line}</div>' in out.with_suffix(".html").read_text()
+            return done.returncode, done.stderr, json.loads(out.with_suffix(".json")
+                                                            .read_text())
+
+        code, err, report = run("tolerant")
+        assert code == 0, err
+        assert {c["outcome"] for c in report["cases"]} == {"known-deviation"}
+        assert report["certification"] == {
+            "strict": False, "conforms": False, "verdict": line, "must_failed": 2,
+            "known_deviations": 2, "should_not_met": 0, "errors": 0}
+
+        code, err, report = run("strict", "--strict")
+        assert code == 1, err
+        assert {c["outcome"] for c in report["cases"]} == {"failed"}
+        assert all(c["deviation"] == "no RECEIPT (the tiny broker drops receipts)"
+                   for c in report["cases"])
+        assert report["certification"]["strict"] is True
+        assert report["certification"]["verdict"] == line
+
+        # strict grades feed the baseline: failing where the baseline had a known
+        # deviation is no regression
+        code, err, _ = run("gated", "--strict", "--baseline", str(tmp_path / "tolerant.json"))
+        assert code == 0, err
+        assert "0 regressions, 0 new passes, 2 still failing" in err
+
+
+def test_a_conformant_run_says_so_on_the_console(tmp_path: Path) -> None:
+    with serving(TinyBroker()) as port:
+        done = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", cases(tmp_path),
+                   "--strict")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.endswith("conforms to STOMP 1.1 and 1.2: every MUST passed\n")

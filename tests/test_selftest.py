@@ -9,8 +9,10 @@ from pathlib import Path
 
 from helpers import case, cli
 
+from conformance.broker.variants import VARIANTS, Variant, variant
+from conformance.results import Outcome
 from conformance.scenario import load_file
-from conformance.selftest import coverage, selftest
+from conformance.selftest import coverage, selftest, selftest_variants
 
 ACK = case("""
     - connect: {}
@@ -69,3 +71,49 @@ def test_the_shipped_catalogue_covers_every_observable_statement() -> None:
     done = cli("coverage", "--json")
     report = json.loads(done.stdout)
     assert report["uncovered"] == [] and report["orphans"] == [] and done.returncode == 0
+
+
+# -- variants: the catalogue under legal configurations of the broker -------------------------
+
+def test_every_variant_is_a_valid_configuration() -> None:
+    names = [v.name for v in VARIANTS]
+    assert len(set(names)) == len(names) and "default" in names
+    for known in VARIANTS:
+        assert known.broker_config().faults == frozenset(), known.name  # legal: no fault
+    switched = {k for v in VARIANTS for k in v.config} | {"limits"}
+    assert {"heartbeat", "nack", "vhosts", "unknown_vhost", "users", "v10_anonymous",
+            "minimal_connected", "colon_ids", "server_headers", "unknown_command"} <= switched
+
+
+def test_variants_report_each_bad_case_run_and_none_when_clean(tmp_path: Path) -> None:
+    cases = load_file(write(tmp_path, ACK, RECEIPT))
+    broken = Variant("broken", "colon ids and a fault", {"colon_ids": True,
+                                                         "faults": frozenset({"no-ack-header"})})
+    result = asyncio.run(selftest_variants(
+        cases, [variant("secured"), variant("austere"), broken], jobs=4))
+    assert [(r.variant.name, len(r.results), len(r.bad)) for r in result.runs] == \
+        [("secured", 2, 0), ("austere", 2, 0), ("broken", 2, 1)]
+    assert [(name, r.id, r.version, r.outcome) for name, r in result.bad] == \
+        [("broken", "t.ack", "1.2", Outcome.FAILED)]
+    report = result.to_json()
+    assert report["ok"] is False and report["bad"] == [
+        {"variant": "broken", "id": "t.ack", "version": "1.2", "outcome": "failed",
+         "message": result.bad[0][1].message}]
+    done = cli("selftest", "--variants", "--variant", "credentials", "--variant",
+               "vhost-named", "--cases", str(tmp_path), "--json")
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["ok"], report["bad"]) == (0, True, [])
+    assert [(v["name"], v["case_runs"], v["clean"]) for v in report["variants"]] == \
+        [("credentials", 2, 2), ("vhost-named", 2, 2)]
+    done = cli("selftest", "--variant", "nope", "--cases", str(tmp_path))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "unknown variant 'nope'" in done.stderr
+
+
+def test_the_shipped_catalogue_holds_under_legal_configurations() -> None:
+    """The short form of `selftest --variants`: the combinations, which switch on every
+    switch between them."""
+    done = cli("selftest", "--variant", "austere", "--variant", "secured", "--variant",
+               "lenient", "--json")
+    report = json.loads(done.stdout)
+    assert report["bad"] == [] and done.returncode == 0

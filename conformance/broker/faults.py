@@ -83,6 +83,10 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "heartbeat-ignores-client-interval": (
         "heart-beating.negotiated-interval",
         "client heart-beats are expected every <sy> ms, not MAX(<cx>, <sy>)"),
+    "heartbeat-no-tolerance": (
+        "heart-beating.tolerance",
+        "a client heart-beat is taken as missed unless it comes early (no error margin: the "
+        "connection is dropped after 0.9 of the negotiated interval of silence)"),
     "missing-heartbeat-header-default": (
         "heart-beating.missing-header",
         "a CONNECT without heart-beat is taken as heart-beat:1000,0"),

@@ -1,6 +1,7 @@
 """One client connection of the reference broker: the STOMP 1.0-1.2 protocol, frame by
-frame. Every error is an ERROR frame (with `message`, and `receipt-id` when the offending
-frame asked for a receipt) followed by closing the connection."""
+frame (CONNECT itself is answered in connect.py). Every error is an ERROR frame (with
+`message`, and `receipt-id` when the offending frame asked for a receipt) followed by
+closing the connection."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from conformance import __version__
+from conformance.broker.connect import connect
 from conformance.broker.store import Message, QueueFull, Subscription
 from conformance.codec import (
     Frame,
@@ -22,15 +23,8 @@ from conformance.codec import (
     encode,
     encode_headers,
     encode_raw,
-    unescape,
 )
-from conformance.spec.grammar import (
-    ACK_MODES,
-    CLIENT_COMMANDS,
-    HEART_BEAT,
-    Version,
-    parse_accept_version,
-)
+from conformance.spec.grammar import ACK_MODES, CLIENT_COMMANDS, Version
 
 if TYPE_CHECKING:
     from conformance.broker.server import Broker
@@ -128,7 +122,8 @@ class Session:
             return
         ack = None
         if subscription.ack != "auto":
-            ack = f"{self.id}-{next(self._acks)}"
+            ack = f"ID:{self.id}:{next(self._acks)}" if self.config.colon_ids \
+                else f"{self.id}-{next(self._acks)}"
             subscription.unacked[ack] = message
         data = None if self.faults else self._message_bytes(subscription, message, ack)
         if data is None:
@@ -154,9 +149,11 @@ class Session:
             lines = encode_headers(message.headers, version=version)
         except LocalProtocolError:
             return None
-        lines = f"message-id:{message.id}\n{lines}"
+        ids = [("message-id", message.id)]
         if ack is not None and version == "1.2":
-            lines += f"ack:{ack}\n"
+            ids.append(("ack", ack))
+        lines = (encode_headers(ids, version=version) if self.config.colon_ids else
+                 "".join(f"{k}:{v}\n" for k, v in ids)) + lines
         if message.redelivered:
             lines += "redelivered:true\n"
         body = message.body
@@ -298,8 +295,11 @@ class Session:
         if not self.connected:
             limits.append(config.connect_timeout - (time.monotonic() - started))
         if self.expect_every:
-            limits.append(self.expect_every * config.heartbeat_tolerance)
+            limits.append(self.expect_every * self._tolerance())
         return max(min(limits), 0.001)
+
+    def _tolerance(self) -> float:
+        return 0.9 if "heartbeat-no-tolerance" in self.faults else self.config.heartbeat_tolerance
 
     async def _timed_out(self, started: float, frame_started: float | None) -> None:
         now = time.monotonic()
@@ -309,7 +309,7 @@ class Session:
             self.error(f"a frame took longer than {self.config.frame_timeout:g} s "
                              "to arrive")
         elif self.expect_every:
-            self.error(f"no data for {self.expect_every * self.config.heartbeat_tolerance:g}"
+            self.error(f"no data for {self.expect_every * self._tolerance():g}"
                              " s: the heart-beat was missed")
         else:
             self.error("connection idle for too long")
@@ -317,6 +317,9 @@ class Session:
             await self.writer.drain()
         except (ConnectionError, OSError):
             pass
+
+    def start_heartbeats(self) -> None:
+        self._start(self._heartbeats())
 
     async def _heartbeats(self) -> None:
         while not self.closing:
@@ -352,6 +355,9 @@ class Session:
         frame = event
         if faults and self._fault_first(frame):
             return
+        if self.connected and frame.command not in CLIENT_COMMANDS and \
+                self.config.unknown_command == "ignore":
+            return  # a frame not in the client's list: the ERROR is a MAY (1.1, 1.2)
         if frame.violations:
             problems = [v for v in frame.violations if not self._excused(v.statement)]
             if problems:
@@ -360,7 +366,7 @@ class Session:
                 return
         command = frame.command
         if command in ("CONNECT", "STOMP"):
-            self.connect(frame)
+            connect(self, frame)
             return
         if not self.connected and "accept-frames-before-connect" not in faults:
             self.error(f"{command} before CONNECT", frame)
@@ -400,87 +406,6 @@ class Session:
         return ("accept-undefined-escape" in self.faults
                 and statement.startswith("value-encoding.undefined-escape")) or \
             ("accept-body-on-subscribe" in self.faults and statement == "body.forbidden-frames")
-
-    def connect(self, frame: Frame) -> None:
-        if self.connected:
-            self.error("a second CONNECT on one connection", frame)
-            return
-        if frame.command == "STOMP" and "ignore-stomp-frame" in self.faults:
-            self.error("unknown command 'STOMP'", frame)
-            return
-        if "unescape-connect" in self.faults:
-            try:
-                frame.headers = [(unescape(k, "1.2"), unescape(v, "1.2"))
-                                 for k, v in frame.headers]
-            except StompError as problem:
-                self.error(f"malformed CONNECT: {problem.message}", frame)
-                return
-        accept = frame.get("accept-version")
-        if accept is None and "no-1-0-fallback" in self.faults:
-            accept = "1.2"
-        offered = parse_accept_version(accept)
-        common = [v for v in self.config.versions
-                  if v in offered or "ignore-accept-version" in self.faults]
-        if not common and "accept-any-version" not in self.faults:
-            self.version = "1.2"
-            self.write(Frame("ERROR", [
-                ("version", ",".join(self.config.versions)), ("content-type", "text/plain"),
-                ("message", "no common protocol version")],
-                f"Supported protocol versions are {' '.join(self.config.versions)}".encode()))
-            self.closing = True
-            return
-        version = (common[0] if "wrong-version" in self.faults else common[-1]) if common \
-            else "1.2"
-        self.version = version
-        # no-unescaping: a 1.0 parser leaves escapes in header values as they came
-        self.parser.version = "1.0" if "no-unescaping" in self.faults else version  # type: ignore[assignment]
-        host = frame.get("host")
-        if version != "1.0" and host is None:
-            self.error(f"CONNECT without the host header STOMP {version} requires",
-                             frame)
-            return
-        if self.config.vhosts is not None and host not in self.config.vhosts:
-            self.error(f"unknown virtual host {host!r}", frame)
-            return
-        users = self.config.users
-        if users is not None and users.get(frame.get("login") or "") != frame.get("passcode"):
-            self.error("access refused: unknown login or wrong passcode", frame)
-            return
-        headers = [("version", version)] if version != "1.0" and \
-            "no-version-header" not in self.faults else []
-        if version != "1.0":
-            self._negotiate_heartbeats(frame, headers)
-            if self.closing:
-                return
-        server = "/0.1 x" if "bad-server-header" in self.faults \
-            else f"stomp-conformance/{__version__}"
-        headers += [("session", self.id), ("server", server)]
-        if version == "1.0" and "heartbeat-in-1-0" in self.faults:
-            headers.append(("heart-beat", "0,0"))
-        self.connected = True
-        self.write(Frame("CONNECTED", headers))
-        receipt = frame.get("receipt")
-        if receipt is not None and "receipt-for-connect" in self.faults:
-            self.write(Frame("RECEIPT", [("receipt-id", receipt)]))
-
-    def _negotiate_heartbeats(self, frame: Frame, headers: list[tuple[str, str]]) -> None:
-        default = "1000,0" if "missing-heartbeat-header-default" in self.faults else "0,0"
-        value = frame.get("heart-beat", default) or default
-        match = HEART_BEAT.match(value)
-        if match is None:
-            self.error(f"heart-beat {value[:40]!r} is not two integers", frame)
-            return
-        cx, cy = int(match.group(1)), int(match.group(2))
-        sx, sy = self.config.heartbeat
-        headers.append(("heart-beat", "fast,slow" if "bad-heartbeat-header" in self.faults
-                        else f"{sx},{sy}"))
-        if sx and cy:
-            self.send_every = max(sx, cy) / 1000
-            if "no-heartbeats" not in self.faults:
-                self._start(self._heartbeats())
-        if cx and sy:
-            self.expect_every = (sy if "heartbeat-ignores-client-interval" in self.faults
-                                 else max(cx, sy)) / 1000
 
     # -- the frames of a connected session ---------------------------------------------------
 
@@ -523,9 +448,12 @@ class Session:
             raise Refused(f"unknown destination {destination[:60]!r}: use /queue/NAME or "
                           "/topic/NAME")
         store = self.broker.store
-        message = Message(store.message_id(), destination,
-                          [(k, v) for k, v in frame.headers if k not in TRANSPORT_HEADERS],
-                          frame.body, frame.size)
+        headers = [(k, v) for k, v in frame.headers if k not in TRANSPORT_HEADERS]
+        if self.config.server_headers:  # as ActiveMQ adds them; the sender's own win
+            given = {k for k, _ in headers}
+            headers += [(k, v) for k, v in (("expires", "0"), ("priority", "4"), (
+                "timestamp", str(int(time.time() * 1000)))) if k not in given]
+        message = Message(store.message_id(), destination, headers, frame.body, frame.size)
         name = self._transaction(frame)
         if name is None:
             store.send(destination, message)
@@ -623,7 +551,8 @@ class Session:
         if self.version == "1.0":
             raise Refused("NACK is not part of STOMP 1.0")
         subscription, ack_id = self._find_ack(frame)
-        self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=True))
+        requeue = self.config.nack == "redeliver"
+        self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=requeue))
 
     def begin(self, frame: Frame) -> None:
         name = self._required(frame, "transaction")

@@ -117,10 +117,11 @@ class Store:
     """Every destination in use, by name: one is made on first use and dropped once it
     holds no message and no subscription, so the names clients make up cost nothing after.
     `max_bytes` bounds the octets of the messages held, waiting in queues or sent in
-    transactions not yet committed (see `hold`)."""
+    transactions not yet committed (see `hold`). Message ids are `id_prefix` and a count."""
 
-    def __init__(self, *, max_bytes: int) -> None:
+    def __init__(self, *, max_bytes: int, id_prefix: str = "m-") -> None:
         self.max_bytes = max_bytes
+        self.id_prefix = id_prefix
         self.held = 0
         self.destinations: dict[str, Destination] = {}
         self._ids = itertools.count(1)
@@ -153,7 +154,7 @@ class Store:
             self._drop_if_idle(destination)
 
     def message_id(self) -> str:
-        return f"m-{next(self._ids)}"
+        return f"{self.id_prefix}{next(self._ids)}"
 
     def subscribe(self, subscription: Subscription) -> None:
         destination = self.destination(subscription.destination)

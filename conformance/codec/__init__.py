@@ -19,7 +19,8 @@ from conformance.codec.errors import (
 )
 from conformance.codec.escaping import escape, unescape
 from conformance.codec.events import Event, Frame, Heartbeat, Violation
-from conformance.codec.parser import Limits, Parser
+from conformance.codec.limits import Limits
+from conformance.codec.parser import Parser
 from conformance.codec.validator import validate_server_frame
 
 __all__ = [

@@ -31,7 +31,7 @@ class Frame:
     """A STOMP frame. `headers` keeps every entry in wire order, repeats included;
     `get` and `header_map` apply the first-wins rule of repeated headers."""
 
-    __slots__ = ("command", "headers", "body", "violations", "offset", "size")
+    __slots__ = ("command", "headers", "body", "violations", "notes", "offset", "size")
 
     def __init__(
         self,
@@ -40,6 +40,7 @@ class Frame:
         body: bytes = b"",
         *,
         violations: list[Violation] | None = None,
+        notes: tuple[str, ...] = (),
         offset: int = -1,
         size: int = -1,
     ) -> None:
@@ -51,6 +52,9 @@ class Frame:
         self.body = body
         #: Statements broken by this frame (an observing parser and the validator add here).
         self.violations: list[Violation] = violations if violations is not None else []
+        #: What the parser read leniently and says so, without grading it (a padded STOMP
+        #: 1.0 content-length): observations, not violations.
+        self.notes = notes
         #: Byte offset of the frame's first octet in the stream, and its size on the wire.
         self.offset = offset
         self.size = size

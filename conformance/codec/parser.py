@@ -7,10 +7,14 @@ Memory is bounded by `Limits` whatever the peer sends: a header line, a header b
 body are each checked while they arrive, and a declared content-length is checked before
 a single body octet is buffered. The buffer never holds more than one frame plus one read.
 
-Two modes. Strict: the first broken statement raises a ProtocolViolation naming it.
-Observing (strict=False): broken statements are recorded on the Frame's `violations` and
-parsing goes on, because the suite must both reject bad frames and report all of them.
-Limits raise in both modes: they protect this process, they are not the peer's grade.
+Two modes. Strict: the first broken statement raises a ProtocolViolation naming it, as
+soon as the octets received break it for good (a command line no command begins so, a
+complete header line), not at the end of the line or header block. Observing
+(strict=False): broken statements are recorded on the Frame's `violations` and parsing
+goes on, because the suite must both reject bad frames and report all of them. Both judge
+a head in the order it arrives (the command line octet by octet, then each header line:
+UTF-8, grammar, escapes), so the first violation recorded is the error raised. Limits
+raise in both modes: they protect this process, they are not the peer's grade.
 
 Leniencies, each on purpose (the differential fuzzer, fuzz/differential.py, reports where a
 stricter peer parser takes the letter of the spec instead):
@@ -20,12 +24,14 @@ stricter peer parser takes the letter of the spec instead):
   1.0 grammar (frames.header-grammar-v10, frames.command-grammar-v10).
 - Commands are those of every version: NACK and STOMP, which 1.0 lacks, are left to the
   session, which knows what was negotiated.
+- A STOMP 1.0 content-length padded with spaces (" 5", "5 ") is read as its digits, and
+  the frame's `notes` say so: 1.0 does not forbid padding and peers of its time padded
+  headers. 1.1 and 1.2 forbid it ("MUST never trim or pad").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from conformance.codec.commandline import COMMAND_LINES, command_fault
 from conformance.codec.errors import (
     BodyNotAllowed,
     BodyTooLarge,
@@ -40,6 +46,7 @@ from conformance.codec.errors import (
 )
 from conformance.codec.escaping import unescape
 from conformance.codec.events import Event, Frame, Heartbeat, Violation
+from conformance.codec.limits import Limits
 from conformance.spec import statement_id
 from conformance.spec.grammar import (
     BODY_COMMANDS,
@@ -52,32 +59,18 @@ from conformance.spec.grammar import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The most this side accepts from its peer. The defaults are generous for a judge of
-    brokers and still bound memory to about `max_frame` plus one read per connection."""
-
-    max_headers: int = 1_000
-    max_header_line: int = 64 * 1024
-    max_body: int = 64 * 1024 * 1024
-    max_frame: int = 65 * 1024 * 1024
-
-    def __post_init__(self) -> None:
-        for name in ("max_headers", "max_header_line", "max_body", "max_frame"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"Limits.{name} must be a positive integer")
-
-
 class _Head:
     """A frame whose command and headers are parsed and whose body is still arriving."""
 
-    __slots__ = ("command", "headers", "violations", "start", "body_start", "length")
+    __slots__ = ("command", "headers", "violations", "notes", "start", "body_start", "length")
 
     def __init__(self, command: str, headers: list[tuple[str, str]], violations: list[Violation],
-                 start: int, body_start: int, length: int | None) -> None:
+                 notes: tuple[str, ...], start: int, body_start: int,
+                 length: int | None) -> None:
         self.command = command
         self.headers = headers
         self.violations = violations
+        self.notes = notes
         self.start = start
         self.body_start = body_start
         self.length = length
@@ -93,7 +86,9 @@ class Parser:
         #: would: the reference broker's `ignore-content-length` fault.
         self.content_length = content_length
         self.limits = limits or Limits()
-        self._max_frame = self.limits.max_frame
+        limits = self.limits  # read on every frame: kept as plain ints
+        self._max_frame, self._max_body = limits.max_frame, limits.max_body
+        self._max_line, self._max_headers = limits.max_header_line, limits.max_headers
         self.version = version
         self._buf = bytearray()
         self._pos = 0          # start of the unparsed part of _buf
@@ -124,6 +119,7 @@ class Parser:
         self._version: Version = version
         self._crlf = CRLF_EOL[version]
         self._escaping = ESCAPES[version] is not None
+        self._command_lines = COMMAND_LINES[self._crlf]
 
     @property
     def offset(self) -> int:
@@ -215,8 +211,9 @@ class Parser:
                 parsed = self._read_head(pos, n)
                 if parsed is None:  # the limits _check_partial_head applies, until an LF
                     self._wait = b"\n"
-                    self._room = min(self._line_start + self.limits.max_header_line,
-                                     pos + self._max_frame)
+                    # Strict, an open command line is judged at every octet (_fail_early).
+                    self._room = -1 if self.strict and self._line_start == pos else min(
+                        self._line_start + self._max_line, pos + self._max_frame)
                     return
                 if isinstance(parsed, Frame):  # the whole frame was there: the fast path
                     out.append(parsed)
@@ -227,20 +224,20 @@ class Parser:
             if stop < 0:
                 if head.length is None:  # the limits _read_body applies, until a NUL
                     self._wait = b"\x00"
-                    self._room = min(head.body_start + self.limits.max_body,
+                    self._room = min(head.body_start + self._max_body,
                                      head.start + self._max_frame)
                 return
-            out.append(self._frame(head.command, head.headers, head.violations, head.start,
-                                   head.body_start, stop))
+            out.append(self._frame(head.command, head.headers, head.violations, head.notes,
+                                   head.start, head.body_start, stop))
             pos = self._pos = self._scan = stop + 1
             self._head = None
 
     def _frame(self, command: str, headers: list[tuple[str, str]], violations: list[Violation],
-               start: int, body_start: int, stop: int) -> Frame:
+               notes: tuple[str, ...], start: int, body_start: int, stop: int) -> Frame:
         """The Frame whose octets are buf[start:stop + 1], its NUL at `stop`."""
-        if stop - body_start > self.limits.max_body:  # read up to its NUL, all in one go
+        if stop - body_start > self._max_body:  # read up to its NUL, all in one go
             raise BodyTooLarge(f"body of {stop - body_start} octets exceeds the limit of "
-                               f"{self.limits.max_body}", offset=self._base + body_start)
+                               f"{self._max_body}", offset=self._base + body_start)
         if stop + 1 - start > self._max_frame:
             raise FrameTooLarge(f"frame of {stop + 1 - start} octets exceeds the limit of "
                                 f"{self._max_frame}", offset=self._base + start)
@@ -249,6 +246,8 @@ class Parser:
                      else memoryview(self._buf)[body_start:stop])
         frame = Frame(command, headers, body, violations=violations,
                       offset=self._base + start, size=stop + 1 - start)
+        if notes:
+            frame.notes = notes
         if body and command not in BODY_COMMANDS and self._version != "1.0":
             self._violate(violations, BodyNotAllowed, "body.forbidden-frames",
                           f"a {command} frame must not have a body ({len(body)} octets)",
@@ -259,7 +258,6 @@ class Parser:
         """Parse the frame starting at `pos`: the Frame if it is all there, else the parsed
         head awaiting its body, or None while the head itself is incomplete."""
         buf = self._buf
-        limits = self.limits
         scan = max(self._scan, pos)
         end = buf.find(b"\n\n", scan)
         skip = 2
@@ -273,36 +271,35 @@ class Parser:
             return None
         self._counted = self._lines = 0
         block = buf[pos:end]
-        if end - pos > limits.max_header_line:
+        if end - pos > self._max_line:
             for raw in block.split(b"\n"):
-                if len(raw) > limits.max_header_line:
+                if len(raw) > self._max_line:
                     raise HeaderLineTooLong(
                         f"header line of {len(raw)} octets exceeds the limit of "
-                        f"{limits.max_header_line}", offset=self._base + pos)
+                        f"{self._max_line}", offset=self._base + pos)
         violations: list[Violation] = []
+        bad_utf8 = utf8_line = -1
         try:
             text = block.decode("utf-8")
         except UnicodeDecodeError as error:
-            # 1.0 names no encoding; its grammar allows US-ASCII CHARs, which these are not.
-            rule = ("value-encoding.utf8" if self._version != "1.0" else
-                    "frames.header-grammar" if b"\n" in block[:error.start] else
-                    "frames.command-grammar")
-            self._violate(violations, EncodingError, rule,
-                          "command or header is not valid UTF-8", pos + error.start)
+            # Recorded with the line that holds it, below: in the order of _fail_early.
+            bad_utf8 = pos + error.start
+            utf8_line = block.count(b"\n", 0, error.start)
             text = block.decode("utf-8", "replace")
         lines = text.split("\n")
-        if len(lines) - 1 > limits.max_headers:
+        if len(lines) - 1 > self._max_headers:
             raise HeaderCountExceeded(f"{len(lines) - 1} headers exceed the limit of "
-                                      f"{limits.max_headers}", offset=self._base + pos)
+                                      f"{self._max_headers}", offset=self._base + pos)
         if self._crlf and "\r" in text:
             lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         command = lines[0]
-        if command not in COMMANDS:
-            self._violate(violations, FramingError, "frames.command-grammar",
-                          f"unknown command {command[:40]!r}", pos)
+        if command not in COMMANDS and self._judge_command(
+                violations, pos, buf.find(b"\n", pos, end + 1), True, command) == bad_utf8:
+            utf8_line = -1  # recorded there, as the octet that broke the command line
         escaping = self._escaping and command not in UNESCAPED_COMMANDS
-        if (escaping and "\\" in text) or (self._crlf and "\r" in text):
-            headers, length = self._slow_headers(lines, block, pos, escaping, violations)
+        if (escaping and "\\" in text) or (self._crlf and "\r" in text) or utf8_line >= 0:
+            headers, length = self._slow_headers(lines, block, pos, escaping, violations,
+                                                 utf8_line, bad_utf8)
         else:
             headers = []
             length = None
@@ -311,57 +308,73 @@ class Parser:
                 if not colon or not name or (escaping and ":" in value):
                     # a malformed line: read the block again where each line's offset is known
                     headers, length = self._slow_headers(lines, block, pos, escaping,
-                                                         violations)
+                                                         violations, utf8_line, bad_utf8)
                     break
                 if name == "content-length" and length is None and self.content_length:
                     length = value
                 headers.append((name, value))
         body_start = end + skip
         size: int | None = None
-        if length is not None:
-            if not (length.isdigit() and length.isascii()):  # grammar.CONTENT_LENGTH
+        notes: tuple[str, ...] = ()
+        if length is not None and not (length.isdigit() and length.isascii()):
+            # grammar.CONTENT_LENGTH; STOMP 1.0 headers were often padded (see the top)
+            digits = length.strip(" ") if self._version == "1.0" else ""
+            if digits.isdigit() and digits.isascii():
+                notes = (f"STOMP 1.0 content-length {length[:40]!r} padded with spaces: "
+                         f"read as {digits[:40]}",)
+                length = digits
+            else:
                 self._violate(violations, ContentLengthError, "content-length.read-octets",
                               f"content-length {length[:40]!r} is not an octet count",
                               body_start)
-            else:
-                if len(length) > 18:  # int() raises ValueError past 4,300 digits
-                    length = length.lstrip("0") or "0"
-                    if len(length) > len(str(limits.max_body)):
-                        raise BodyTooLarge(f"content-length of {len(length)} digits exceeds "
-                                           f"the body limit of {limits.max_body}",
-                                           offset=self._base + pos)
-                size = int(length)
-                if size > limits.max_body:
-                    raise BodyTooLarge(f"content-length {size} exceeds the body limit of "
-                                       f"{limits.max_body}", offset=self._base + pos)
-                stop = body_start + size
-                if stop < n and buf[stop] == 0:
-                    return self._frame(command, headers, violations, pos, body_start, stop)
-        return _Head(command, headers, violations, pos, body_start, size)
+                length = None
+        if length is not None:
+            if len(length) > 18:  # int() raises ValueError past 4,300 digits
+                length = length.lstrip("0") or "0"
+                if len(length) > len(str(self._max_body)):
+                    raise BodyTooLarge(f"content-length of {len(length)} digits exceeds "
+                                       f"the body limit of {self._max_body}",
+                                       offset=self._base + pos)
+            size = int(length)
+            if size > self._max_body:
+                raise BodyTooLarge(f"content-length {size} exceeds the body limit of "
+                                   f"{self._max_body}", offset=self._base + pos)
+            stop = body_start + size
+            if stop < n and buf[stop] == 0:
+                return self._frame(command, headers, violations, notes, pos, body_start, stop)
+        return _Head(command, headers, violations, notes, pos, body_start, size)
 
     def _slow_headers(self, lines: list[str], block: bytearray, pos: int, escaping: bool,
-                      violations: list[Violation]) -> tuple[list[tuple[str, str]], str | None]:
-        """Header lines holding a backslash, a CR or a malformed line: check them and decode
-        their escapes."""
-        starts = _line_starts(block, self._base + pos)
+                      violations: list[Violation], utf8_line: int, bad_utf8: int
+                      ) -> tuple[list[tuple[str, str]], str | None]:
+        """Header lines holding a backslash, a CR, invalid UTF-8 or a malformed line (lines[1:],
+        the CR of a CR LF removed; block = buf[pos:...]): check them and decode their escapes.
+        The first invalid UTF-8, at `bad_utf8` in line `utf8_line`, comes before that line's
+        other violations."""
+        starts = _line_starts(block, pos)
         headers = []
         length = None
+        if utf8_line == 0:  # in the command line, after what the command's judge recorded
+            self._bad_utf8(violations, bad_utf8, False)
         for index in range(1, len(lines)):
+            if index == utf8_line:
+                self._bad_utf8(violations, bad_utf8, True)
             line = lines[index]
             name, colon, value = line.partition(":")
             if self._crlf and "\r" in line:
                 self._violate(violations, FramingError, "frames.header-grammar",
-                              "CR inside a header line", starts[index] - self._base)
+                              "CR inside a header line", starts[index])
             if not colon or not name or (escaping and ":" in value):
                 self._violate(violations, FramingError, "frames.header-grammar",
                               f"unescaped ':' in the value of header {name!r}" if colon and name
                               else f"header line {line[:40]!r} is not name:value",
-                              starts[index] - self._base)
+                              starts[index])
             if escaping and "\\" in line:
+                at = self._base + starts[index]
+                value_at = at + len(name.encode()) + 1  # after the name as sent, and ':'
                 try:
-                    name = unescape(name, self._version, offset=starts[index])
-                    value = unescape(value, self._version,
-                                     offset=starts[index] + len(name.encode()) + 1)
+                    name = unescape(name, self._version, offset=at)
+                    value = unescape(value, self._version, offset=value_at)
                 except ProtocolViolation as error:
                     if self.strict:
                         raise
@@ -372,29 +385,92 @@ class Parser:
             headers.append((name, value))
         return headers, length
 
+    def _judge_command(self, violations: list[Violation], pos: int, stop: int, complete: bool,
+                       shown: str | None = None) -> int:
+        """Record (strict: raise) where the command line buf[pos:stop] breaks, if it does (see
+        commandline.command_fault): invalid UTF-8 there first, then the unknown command."""
+        at, invalid = command_fault(self._buf, pos, stop, self._crlf, complete)
+        if at >= 0:
+            if invalid:
+                self._bad_utf8(violations, at, False)
+            if shown is None:
+                shown = self._buf[pos:at + 1].decode("utf-8", "replace")
+            self._violate(violations, FramingError, "frames.command-grammar",
+                          f"unknown command {shown[:40]!r}", at)
+        return at
+
+    def _bad_utf8(self, violations: list[Violation], at: int, header: bool) -> None:
+        # 1.0 names no encoding; its grammar allows US-ASCII CHARs, which these are not.
+        rule = ("value-encoding.utf8" if self._version != "1.0" else
+                "frames.header-grammar" if header else "frames.command-grammar")
+        self._violate(violations, EncodingError, rule, "command or header is not valid UTF-8",
+                      at)
+
     def _check_partial_head(self, pos: int, n: int) -> None:
-        """Bound an unfinished header block: its open line and its count of lines."""
+        """Bound an unfinished header block: its open line and its count of lines; strict,
+        judge what arrived of it."""
         buf = self._buf
         counted = max(self._counted, pos)
         if counted == pos:
             self._lines, self._line_start = 0, pos
+        opened = self._line_start  # the first line that was not complete
         last = buf.rfind(b"\n", counted, n)
         if last >= 0:
             self._lines += buf.count(b"\n", counted, n)
             self._line_start = last + 1
         self._counted = n
-        limits = self.limits
-        if n - self._line_start > limits.max_header_line:
+        if n - self._line_start > self._max_line:
             raise HeaderLineTooLong(f"header line longer than the limit of "
-                                    f"{limits.max_header_line} octets and not ended",
+                                    f"{self._max_line} octets and not ended",
                                     offset=self._base + self._line_start)
-        if self._lines - 1 > limits.max_headers:  # the command line's LF is no header
-            raise HeaderCountExceeded(f"more than {limits.max_headers} headers",
+        if self._lines - 1 > self._max_headers:  # the command line's LF is no header
+            raise HeaderCountExceeded(f"more than {self._max_headers} headers",
                                       offset=self._base + pos)
         if n - pos > self._max_frame:  # many lines, each within its limit
             raise FrameTooLarge(f"header block longer than the frame limit of "
                                 f"{self._max_frame} octets and not ended",
                                 offset=self._base + pos)
+        if self.strict:
+            self._fail_early(pos, opened, n)
+
+    def _fail_early(self, pos: int, opened: int, n: int) -> None:
+        """Raise now for what no more input can mend: a command line no command begins as
+        it does, a complete header line that breaks a rule. Lines before `opened` passed at
+        an earlier read; a whole block gets the same checks, in the same order."""
+        buf = self._buf
+        ignored: list[Violation] = []  # strict: the first violation raises
+        if opened == pos:  # the command line was open
+            lf = buf.find(b"\n", pos, n)
+            if lf < 0 or bytes(buf[pos:lf]) not in self._command_lines:
+                self._judge_command(ignored, pos, n if lf < 0 else lf, lf >= 0)
+                if lf < 0:
+                    return
+            opened = lf + 1
+        done = self._line_start
+        if opened >= done:
+            return
+        command = buf[pos:buf.find(b"\n", pos)].decode()  # a command line: ASCII
+        escaping = (self._escaping
+                    and command.removesuffix("\r") not in UNESCAPED_COMMANDS)
+        # From the LF before them: line 0 is empty, where a block's command line is skipped.
+        block = buf[opened - 1:done - 1]
+        utf8_line = bad_utf8 = -1
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError as error:
+            utf8_line, bad_utf8 = block.count(b"\n", 0, error.start), opened - 1 + error.start
+            text = block.decode("utf-8", "replace")
+        lines = text.split("\n")
+        if utf8_line < 0 and not (escaping and "\\" in text) and "\r" not in text:
+            for line in lines[1:]:  # the fast path of _read_head
+                name, colon, value = line.partition(":")
+                if not colon or not name or (escaping and ":" in value):
+                    break
+            else:
+                return
+        if self._crlf and "\r" in text:
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        self._slow_headers(lines, block, opened - 1, escaping, ignored, utf8_line, bad_utf8)
 
     def _read_body(self, head: _Head, n: int) -> int:
         """The index of the NUL that ends `head`'s body, or -1 while it is incomplete."""
@@ -417,8 +493,8 @@ class Parser:
         nul = buf.find(b"\x00", max(self._scan, head.body_start))
         if nul < 0:
             self._scan = n
-            if n - head.body_start > self.limits.max_body:
-                raise BodyTooLarge(f"body longer than the limit of {self.limits.max_body} "
+            if n - head.body_start > self._max_body:
+                raise BodyTooLarge(f"body longer than the limit of {self._max_body} "
                                    "octets and no NUL", offset=self._base + head.body_start)
             self._check_frame(head, n)
         return nul

@@ -24,8 +24,9 @@ class ReportWriter:
                  junit_path: Path | str | None = None, records_dir: Path | str | None = None,
                  html_path: Path | str | None = None, markdown_path: Path | str | None = None,
                  history: dict[str, Any] | None = None,
-                 tool_version: str = __version__) -> None:
+                 tool_version: str = __version__, strict: bool = False) -> None:
         self.run_id, self.tool_version = run_id, tool_version
+        self.strict = strict  # the engine's: recorded in the report's certification
         self.json_path, self.junit_path, self.records_dir = json_path, junit_path, records_dir
         self.html_path, self.markdown_path = html_path, markdown_path
         self.history = history  # a loaded report-data.json, for the page's history sections
@@ -45,7 +46,8 @@ class ReportWriter:
         if any(p is not None for p in (self.json_path, self.html_path, self.markdown_path)):
             # One dict for the three: scrubbing a run's transcripts is not free.
             report = report_json(event.results, target=target, server=event.server,
-                                 duration=event.duration, tool_version=self.tool_version)
+                                 duration=event.duration, tool_version=self.tool_version,
+                                 strict=self.strict)
         if self.json_path is not None:
             write_json(self.json_path, report)
             self.written.append(Path(self.json_path))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from conformance.report.files import package_schema, write_atomic
 from conformance.report.scrub import Scrubber, scrub
+from conformance.report.verdict import certify
 from conformance.results import CaseResult, Outcome, summarise
 
 if TYPE_CHECKING:
@@ -37,8 +38,9 @@ def _by_version(results: list[CaseResult]) -> dict[str, dict[str, dict[str, int]
 
 
 def report_json(results: list[CaseResult], *, target: Target, server: dict[str, str],
-                duration: float, tool_version: str) -> dict[str, Any]:
-    """The report as a JSON-ready dict, with the target's passcode scrubbed out."""
+                duration: float, tool_version: str, strict: bool = False) -> dict[str, Any]:
+    """The report as a JSON-ready dict, with the target's passcode scrubbed out; `strict`
+    says the run graded known deviations as what they are (`run --strict`)."""
     clean = scrub(results, target)
     header = server.get("server")
     summary = summarise(clean)
@@ -46,6 +48,8 @@ def report_json(results: list[CaseResult], *, target: Target, server: dict[str, 
     summary["duration_s"] = round(duration, 3)
     return {
         "schema_version": SCHEMA_VERSION,
+        # first, so that the one-line verdict opens the file
+        "certification": certify(clean, strict=strict).to_json(),
         "tool": {"name": TOOL_NAME, "version": tool_version},
         "broker": {
             "url": target.address.display,

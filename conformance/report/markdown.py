@@ -1,6 +1,6 @@
-"""The Markdown summary, short enough for a pull-request comment: the level line of each
-version, the outcome counts, and a table of the case runs that did not pass. `fit` keeps a
-document within GitHub's comment limit, whatever the broker sent.
+"""The Markdown summary, short enough for a pull-request comment: the certification verdict
+first, the level line of each version, the outcome counts, and a table of the case runs that
+did not pass. `fit` keeps a document within GitHub's comment limit, whatever the broker sent.
 
 Broker text lands in table cells, so it goes through `cell`: one line, hidden characters
 shown, every Markdown and HTML character that could end the cell, start a tag or a link,
@@ -92,11 +92,12 @@ def render_markdown(report: dict[str, Any]) -> str:
     broker, summary = report["broker"], report["summary"]
     server = f" \u00b7 server {code(view.one_line(broker['server'], limit=HEADER))}" \
         if broker["server"] else ""
-    lines = [f"### STOMP conformance: {cell(broker['profile'], limit=HEADER)} at "
+    # The certification line first: what a reader of the comment wants before anything.
+    lines = [f"**{cell(view.verdict(report)[1])}**", "",
+             f"### STOMP conformance: {cell(broker['profile'], limit=HEADER)} at "
              f"{cell(broker['url'], limit=HEADER)}", "",
              f"{cell(report['tool']['name'])} {cell(report['tool']['version'])}{server} \u00b7 "
-             f"{summary['total']} case runs in {summary['duration_s']:.1f} s", "",
-             f"**{view.verdict(report)[1]}**", ""]
+             f"{summary['total']} case runs in {summary['duration_s']:.1f} s", ""]
     lines += [f"- {line}" for line in view.level_lines(report)]
     counts = [f"{SYMBOLS[o]} {n}" for o, n in view.outcome_counts(report).items() if n]
     lines += ["", " \u00b7 ".join(counts) or "no case ran"]

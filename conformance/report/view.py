@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.report.transcript import show_hidden
+from conformance.report.verdict import report_certification
 from conformance.spec import catalogue
 
 #: Outcomes in the order every page lists them: best first, then the graded failures, then
@@ -49,20 +50,11 @@ def area_counts(report: dict[str, Any]) -> dict[str, dict[str, int]]:
     return dict(sorted(areas.items()))
 
 
-def runs(n: int) -> str:
-    return f"{n} case run" if n == 1 else f"{n} case runs"
-
-
 def verdict(report: dict[str, Any]) -> tuple[str, str]:
-    """(outcome to colour it by, one sentence), with the exit code's reading of the run."""
-    counts = outcome_counts(report)
-    if counts["failed"]:
-        return "failed", f"Not conformant: {runs(counts['failed'])} broke a MUST."
-    if counts["error"]:
-        return "error", f"Inconclusive: {runs(counts['error'])} could not run."
-    deviations = counts["known-deviation"]
-    return "passed", "Conformant: every MUST case passed" + (
-        f" or is one of {deviations} known deviations." if deviations else ".")
+    """(outcome to colour it by, the certification line of verdict.py)."""
+    certification = report_certification(report)
+    colour = {True: "passed", False: "failed", None: "error"}[certification.conforms]
+    return colour, certification.text
 
 
 @dataclass(frozen=True, slots=True)

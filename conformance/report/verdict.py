@@ -1,0 +1,111 @@
+"""The certification verdict: one line saying whether the case runs show the broker conforms
+(every MUST passed). The console, the JSON report, the HTML page and the Markdown summary
+all print the line this module makes, from live results or from a saved report's cases.
+
+A profile's known deviation is a failure here, with or without `--strict`: declaring a
+failure does not make it conform. `--strict` changes the grades and so the exit code; the
+line stays the same for the same broker behaviour in both modes (see `certify` for the one
+exception), and says how many of its failures are declared."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.results import CaseResult, Outcome
+
+#: Outcomes of case runs that did not run: nothing graded, no version spoken.
+NOT_RUN = (Outcome.SKIPPED, Outcome.UNSUPPORTED)
+
+
+@dataclass(frozen=True, slots=True)
+class Certification:
+    #: the run graded known deviations as what they are (`run --strict`)
+    strict: bool
+    #: True: every MUST passed; False: one failed; None: inconclusive (errors, or no MUST ran)
+    conforms: bool | None
+    #: the one line
+    text: str
+    must_failed: int = 0
+    #: of must_failed, those the profile declares
+    known_deviations: int = 0
+    should_not_met: int = 0
+    errors: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"strict": self.strict, "conforms": self.conforms, "verdict": self.text,
+                "must_failed": self.must_failed, "known_deviations": self.known_deviations,
+                "should_not_met": self.should_not_met, "errors": self.errors}
+
+
+def _read(run: CaseResult | Mapping[str, Any]) -> tuple[str, str, Outcome, bool]:
+    """(version, level, outcome, declared deviation) of a result or a report's case."""
+    if isinstance(run, CaseResult):
+        return run.version, run.level, run.outcome, bool(run.deviation)
+    return run["version"], run["level"], Outcome(run["outcome"]), bool(run.get("deviation"))
+
+
+def _runs(n: int, level: str = "") -> str:
+    """'1 case run', '3 MUST case runs'."""
+    return f"{n} {level + ' ' if level else ''}case run{'' if n == 1 else 's'}"
+
+
+def _versions(versions: Iterable[str]) -> str:
+    """'STOMP 1.2', 'STOMP 1.1 and 1.2', 'STOMP 1.0, 1.1 and 1.2'."""
+    ordered = sorted(set(versions))
+    listed = ordered[-1] if len(ordered) < 2 else \
+        f"{', '.join(ordered[:-1])} and {ordered[-1]}"
+    return f"STOMP {listed}"
+
+
+def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *,
+            strict: bool = False) -> Certification:
+    """The verdict on `runs` (CaseResults, or the `cases` of a JSON report)."""
+    versions: set[str] = set()
+    must_ran = must_failed = declared = should = errors = 0
+    for version, level, outcome, deviation in map(_read, runs):
+        if outcome in NOT_RUN:
+            continue
+        versions.add(version)
+        must_ran += level == "must"
+        if outcome == Outcome.ERROR:
+            errors += 1
+        # FAILED broke a MUST whatever the case's level; a known deviation (not strict)
+        # hides its grade, so it counts at the case's level. A strict run keeps the grade:
+        # a MUST case whose deviation broke only a SHOULD counts as a SHOULD there.
+        elif outcome == Outcome.FAILED or (outcome == Outcome.KNOWN_DEVIATION
+                                           and level == "must"):
+            must_failed += 1
+            declared += deviation or outcome == Outcome.KNOWN_DEVIATION
+        elif outcome in (Outcome.NON_STRICT, Outcome.KNOWN_DEVIATION):
+            should += 1
+    ungraded = f"{_runs(errors)} could not be graded"
+    conforms: bool | None
+    if must_failed:
+        conforms = False
+        text = f"does not conform: {_runs(must_failed, 'MUST')} failed"
+        if declared == must_failed == 1:
+            text += ", a known deviation"
+        elif declared:
+            text += f", {declared} of them " + \
+                ("a known deviation" if declared == 1 else "known deviations")
+        if errors:
+            text += f"; {ungraded}"
+    elif errors:
+        conforms, text = None, f"inconclusive: {ungraded}"
+    elif not must_ran:
+        conforms, text = None, "inconclusive: no MUST case ran"
+    else:
+        conforms = True
+        text = f"conforms to {_versions(versions)}: every MUST passed"
+        if should:
+            text += f", {should} SHOULD not met"
+    return Certification(strict, conforms, text, must_failed, declared, should, errors)
+
+
+def report_certification(report: Mapping[str, Any]) -> Certification:
+    """The verdict of a JSON report (a live one or a saved one, which may predate the
+    `certification` field), from its cases, so that no format can say something else."""
+    strict = bool(report.get("certification", {}).get("strict", False))
+    return certify(report["cases"], strict=strict)
