@@ -29,7 +29,7 @@ from conformance.profile import ProfileError, load_profile, shipped
 from conformance.report import ReportWriter
 from conformance.report.baseline import BaselineDiff, compare_baseline, load_report
 from conformance.report.compare import compare, compare_html, compare_markdown, dumps_json
-from conformance.report.files import ReportFileError, write_atomic
+from conformance.report.files import STDOUT, ReportFileError, write_atomic
 from conformance.report.history import load_history
 from conformance.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
@@ -146,6 +146,12 @@ def _run(args: argparse.Namespace) -> int:
         print("stomp-conformance: --history adds sections to the HTML report: give --html too",
               file=sys.stderr)
         return EXIT_USAGE
+    to_stdout = [f"--{name}" for name in ("json", "junit", "html", "markdown")
+                 if getattr(args, name) == STDOUT]
+    if len(to_stdout) > 1:  # one stream cannot hold two reports a reader could split
+        print(f"stomp-conformance: {', '.join(to_stdout)}: only one report can go to "
+              "standard output (-)", file=sys.stderr)
+        return EXIT_USAGE
     flag = "--baseline"
     try:  # both read before the run starts, so a bad file costs no run
         baseline = load_report(args.baseline) if args.baseline else None
@@ -165,7 +171,8 @@ def _run(args: argparse.Namespace) -> int:
         target = Target(where, profile, tls=tls, login=args.login, passcode=args.passcode,
                         host=args.vhost)
         engine = Engine(target, jobs=args.jobs, case_timeout=args.timeout,
-                        deadline=args.deadline, strict=args.strict)
+                        deadline=args.deadline, strict=args.strict,
+                        transcripts=args.transcript_budget << 20)
         reports.run_id = engine.run_id
         return await engine.run(cases, [ConsoleReporter(), reports])
 
@@ -185,8 +192,10 @@ def _run(args: argparse.Namespace) -> int:
     refused = [r for r in results if r.setup_refused]
     if refused and all(r.setup_refused for r in results
                        if r.outcome not in (Outcome.SKIPPED, Outcome.UNSUPPORTED)):
-        print(f"stomp-conformance: every CONNECT was refused: {refused[0].message}",
-              file=sys.stderr)
+        why = refused[0].message  # "STOMP 1.2: a CONNECT ... got ERROR (...)"
+        line = why.partition(": ")[2] if "never answered CONNECT" in why else \
+            f"every CONNECT was refused: {why}"
+        print(f"stomp-conformance: {line}", file=sys.stderr)
         return EXIT_HARNESS
     outcomes = {r.outcome for r in results}
     failed = Outcome.FAILED in outcomes
@@ -481,16 +490,22 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=seconds, default=30.0,
                      help="seconds a case may take (default 30)")
     run.add_argument("--deadline", type=seconds, help="seconds the whole run may take")
+    run.add_argument("--transcript-budget", type=positive, default=16, metavar="MIB",
+                     help="MiB of transcripts the run keeps for its reports, in all (default "
+                          "16; a case keeps its first 256 KiB and last 64 KiB, and only its "
+                          "first 16 KiB and last 4 KiB once the budget is spent)")
     tls_flags(run)
-    run.add_argument("--json", metavar="PATH", help="write the JSON report to PATH")
-    run.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH")
-    run.add_argument("--html", metavar="PATH", help="write the single-file HTML report to PATH")
+    run.add_argument("--json", metavar="PATH", help="write the JSON report to PATH (- for stdout)")
+    run.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH (- for stdout)")
+    run.add_argument("--html", metavar="PATH",
+                     help="write the single-file HTML report to PATH (- for stdout)")
     run.add_argument("--history", metavar="PATH",
                      help="add trend, regression, flaky-case and fuzz-bug sections to the HTML "
                           "report from the report-data.json of `stomp-conformance pipeline` "
                           "(the file, or the pipeline's output folder)")
     run.add_argument("--markdown", metavar="PATH",
-                     help="write a Markdown summary (for a pull-request comment) to PATH")
+                     help="write a Markdown summary (for a pull-request comment) to PATH "
+                          "(- for stdout)")
     run.add_argument("--baseline", metavar="PATH",
                      help="an earlier JSON report: exit 1 only on regressions (cases that "
                           "passed there and fail now), and list new passes")

@@ -2,8 +2,8 @@
 
 A reader task turns every byte the broker sends into events as it arrives, so a frame, a
 heart-beat or a close is timestamped when it happens, not when a step asks for it.
-Memory stays bounded: the parser's limits cut an endless frame, and a broker that floods
-frames nobody asks for is cut at `MAX_QUEUED` events.
+Memory stays bounded: the parser's limits cut an endless or huge frame, and a broker that
+floods frames nobody asks for is cut at `MAX_QUEUED` events or `MAX_QUEUED_OCTETS` of them.
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ from collections import deque
 from collections.abc import Callable
 
 from conformance.codec import Frame, Heartbeat, Limits, Parser, StompError
-from conformance.results import Record, Transcript
+from conformance.results import Record, Transcript, octets
 from conformance.transport import Transport, TransportError
 
-MAX_QUEUED = 10_000
-#: What a case accepts from a broker: broker frames are small; these bound memory.
-LIMITS = Limits(max_headers=1_000, max_header_line=64 * 1024, max_body=16 << 20,
-                max_frame=17 << 20)
+MAX_QUEUED = 500
+MAX_QUEUED_OCTETS = 1 << 20
+#: What a case accepts from a broker: no case makes a broker send a frame of more than a
+#: few KiB, and these bound what a connection holds (`jobs` cases, each with a few).
+LIMITS = Limits(max_headers=1_000, max_header_line=64 * 1024, max_body=1 << 20,
+                max_frame=(1 << 20) + (64 << 10))
 
 
 class Closed:
@@ -55,6 +57,7 @@ class Connection:
         self.heart_beat: tuple[int, int] = (0, 0)
         self.server_heart_beat: tuple[int, int] | None = (0, 0)
         self.queue: deque[Event] = deque()
+        self._queued = 0  # octets of the frames in the queue
         self._arrived = asyncio.Event()
         self.closed: Closed | None = None
         self._reader = asyncio.get_running_loop().create_task(self._read())
@@ -79,8 +82,12 @@ class Connection:
                     await self.transport.abort()
                     return
                 self.queue.extend(events)
-                if len(self.queue) > MAX_QUEUED:
-                    self._close(f"the broker sent more than {MAX_QUEUED} frames nobody read")
+                self._queued += sum(e.size for e in events if isinstance(e, Frame))
+                if len(self.queue) > MAX_QUEUED or self._queued > MAX_QUEUED_OCTETS:
+                    self._close(f"the broker sent more than {len(self.queue) - 1} frames "
+                                f"({octets(self._queued)}) nobody read")
+                    self.queue.clear()  # nobody will: the close is what the case sees
+                    self._queued = 0
                     await self.transport.abort()
                     return
                 self._arrived.set()
@@ -123,6 +130,8 @@ class Connection:
         while True:
             while self.queue:
                 event = self.queue.popleft()
+                if isinstance(event, Frame):
+                    self._queued -= event.size
                 if heartbeats or not isinstance(event, Heartbeat):
                     return event
             if self.closed is not None:

@@ -21,7 +21,15 @@ from typing import Any
 
 from conformance.connection import Connection
 from conformance.profile import Profile
-from conformance.results import BROKEN, CaseResult, Outcome, Record, Transcript, worst
+from conformance.results import (
+    BROKEN,
+    Budget,
+    CaseResult,
+    Outcome,
+    Record,
+    Transcript,
+    worst,
+)
 from conformance.scenario import Case, Step
 from conformance.scenario.loader import load_file
 from conformance.spec import catalogue
@@ -42,6 +50,8 @@ from conformance.transport import (
 )
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
+#: The most violations a case keeps (each grades the case; more only repeat them).
+MAX_FOUND = 100
 
 
 @dataclass(frozen=True)
@@ -163,7 +173,8 @@ class CaseRun:
             if not self.server:
                 self.server = frame.header_map
         for judged in violations(conn, frame):
-            self.found.append((judged.statement, judged.text))
+            if len(self.found) < MAX_FOUND:  # a storm of bad frames: the first ones say it
+                self.found.append((judged.statement, judged.text))
 
     def grade(self, outcome: Outcome, note: str) -> None:
         self.grades.append((outcome, note))
@@ -190,7 +201,7 @@ def _result(run: CaseRun, outcome: Outcome, **extra: Any) -> CaseResult:
         id=case.id, title=case.title, version=run.version, outcome=outcome, level=case.level,
         statements=case.statements, versions=case.versions, area=case.area, file=case.file,
         line=case.line, duration_ms=(time.monotonic() - run.started) * 1000,
-        transcript=run.transcript, **extra)
+        transcript=run.transcript.finish(), **extra)
 
 
 async def run_case(case: Case, version: str, target: Target, *, timeout: float,
@@ -231,7 +242,6 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
                          "connections? try fewer --jobs)"
             elif not problem.observed.startswith("nothing"):  # an ERROR or a close
                 error += " (check --login, --passcode, --vhost or the profile)"
-
     except CaseError as problem:
         error = str(problem)
     except TimeoutError:
@@ -300,12 +310,15 @@ def _unrun(case: Case, version: str, outcome: Outcome, message: str,
 
 class Engine:
     def __init__(self, target: Target, *, jobs: int = 4, case_timeout: float = 30.0,
-                 deadline: float | None = None, strict: bool = False) -> None:
+                 deadline: float | None = None, strict: bool = False,
+                 transcripts: int = 16 << 20) -> None:
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
         self.target, self.jobs, self.strict = target, jobs, strict
         self.case_timeout, self.deadline = case_timeout, deadline
         self.run_id = uuid.uuid4().hex[:8]
+        #: what the run's results keep of their transcripts, in all (octets)
+        self.kept = Budget(transcripts)
         #: version -> why the broker refused the session there, when it refused it at
         #: every version (see `sessions`)
         self.refused: dict[str, str] = {}
@@ -399,6 +412,8 @@ class Engine:
                                                   timeout=self.case_timeout,
                                                   run_id=self.run_id, strict=self.strict,
                                                   served=version in self.served)
+                    if isinstance(result.transcript, Transcript):
+                        self.kept.keep(result.transcript)
                     if seen and "server" not in server:  # a 1.0 CONNECTED may not name it
                         server.clear()
                         server.update(seen)

@@ -58,9 +58,10 @@ def describe(event: Event | None, within: float) -> str:
         return f"connection closed ({event.reason})"
     if isinstance(event, Heartbeat):
         return "a heart-beat EOL"
-    headers = ", ".join(f"{k}:{v}" for k, v in event.headers[:8])
+    headers = ", ".join(f"{k[:40]}:{v[:200]}" for k, v in event.headers[:8])
     body = event.body[:60].decode("utf-8", "replace")
-    return f"{event.command} frame [{headers}]" + (f" body {body!r}" if event.body else "")
+    command = event.command if event.command.isalpha() else repr(event.command[:40])
+    return f"{command[:40]} frame [{headers}]" + (f" body {body!r}" if event.body else "")
 
 
 def brief(event: Event | None) -> str:
@@ -154,7 +155,8 @@ def refusal(run: CaseRun, conn: Connection, event: Event | None) -> bool:
     """The broker turned the session down rather than broke a rule answering it: an
     ERROR, no answer at all, or a close before it sent anything."""
     if isinstance(event, Closed):
-        return not any(r.conn == conn.name and r.direction == "in" for r in run.transcript)
+        return not any(r.conn == conn.name and r.direction == "in"
+                       for r in run.transcript.records())
     return event is None or isinstance(event, Frame) and event.command == "ERROR"
 
 
@@ -342,6 +344,13 @@ def negotiated(run: CaseRun, conn: Connection, sender: str) -> int | None:
     return max(mine, theirs)
 
 
+def interval(run: CaseRun, conn: Connection, args: dict[str, Any], sender: str) -> float | None:
+    """A heart-beat step's `every`, in seconds (`negotiated`: `sender`'s interval); None,
+    graded informational, when there are no heart-beats to check."""
+    every_ms = negotiated(run, conn, sender) if args["every"] == "negotiated" else args["every"]
+    return None if every_ms is None else every_ms / 1000
+
+
 def heartbeat_window(run: CaseRun, args: dict[str, Any], every: float) -> float | None:
     """How long a heart-beat step runs: `within` seconds, or `intervals` of `every`
     seconds, at most MAX_HEARTBEAT_WINDOW; None (graded informational) when an interval
@@ -360,20 +369,15 @@ async def step_expect_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
     alive"), from the transcript's timestamps. `every: negotiated` takes the interval
     from the CONNECT and CONNECTED of the connection."""
     conn = run.conn(args)
-    every_ms = args["every"]
-    if every_ms == "negotiated":
-        every_ms = negotiated(run, conn, "broker")
-        if every_ms is None:
-            return
-    every = every_ms / 1000
+    every = interval(run, conn, args, "broker")
     tolerance = args.get("tolerance", 1.5)
-    window = heartbeat_window(run, args, every)
-    if window is None:
+    window = None if every is None else heartbeat_window(run, args, every)
+    if every is None or window is None:
         return
     start = run.clock()
     await asyncio.sleep(window)
     end = run.clock()
-    arrivals = [r.t for r in run.transcript
+    arrivals = [r.t for r in run.transcript.records()
                 if r.conn == conn.name and r.direction == "in" and start <= r.t <= end]
     kept: list[Event] = []
     beats = 0
@@ -402,15 +406,11 @@ async def step_send_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
     must keep the connection. A close after less silence than the interval breaks the
     negotiated window; a close after about one interval, the tolerance it SHOULD allow."""
     conn = run.conn(args)
-    every_ms = args["every"]
-    if every_ms == "negotiated":
-        every_ms = negotiated(run, conn, "client")
-        if every_ms is None:
-            return
-    every = every_ms / 1000
-    window = heartbeat_window(run, {**args, "tolerance": 1}, every)
-    if window is None:
+    every = interval(run, conn, args, "client")
+    window = None if every is None else heartbeat_window(run, {**args, "tolerance": 1}, every)
+    if every is None or window is None:
         return
+    every_ms = every * 1000
     eol = b"\r\n" if args.get("eol") == "CRLF" else b"\n"
     stop = time.monotonic() + window
     sent: list[float] = []

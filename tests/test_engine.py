@@ -3,6 +3,7 @@ outcome, timeouts, and peers that hang, send garbage, close mid-frame or never e
 
 from __future__ import annotations
 
+import re
 import resource
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from conformance.engine import (
     RunFinished,
     RunStarted,
 )
-from conformance.results import Outcome
+from conformance.results import Budget, Outcome, Record, Transcript
 
 CONVERSATION = case("""
     - connect: {}
@@ -180,7 +181,7 @@ def test_case_problems_and_timeouts_are_errors(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("peer", "observed"), [
     (mid_frame, "in the middle of a frame"),
-    (garbage, "HTTP/1.1 400 Bad Request frame"),
+    (garbage, "'HTTP/1.1 400 Bad Request' frame"),
 ])
 def test_hostile_peers_get_a_graded_verdict(tmp_path: Path, peer: object, observed: str) -> None:
     steps = """
@@ -221,9 +222,41 @@ def test_an_endless_frame_is_cut_and_memory_stays_bounded(tmp_path: Path, peer: 
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert result.outcome == Outcome.FAILED and "harness's limits" in result.observed
     assert grown_mb < 120, f"memory grew by {grown_mb:.0f} MB"
-    assert sum(len(r.data) for r in result.transcript) <= 1 << 20
-    if peer is endless_body:  # 16 MiB arrive before the body limit: the transcript keeps 1
-        assert any("transcript full" in r.note for r in result.transcript)
+    assert sum(len(r.data) for r in result.transcript) <= (256 + 64) << 10
+    if peer is endless_body:  # 1 MiB arrives before the body limit: the middle is cut
+        assert any(re.fullmatch(r"transcript cut: 1\.\d+ MiB exchanged, first 256 KiB and "
+                                r"last 64 KiB kept", r.note) for r in result.transcript)
+
+
+def test_a_transcript_keeps_its_head_and_tail_and_says_what_it_cut() -> None:
+    transcript = Transcript(head=10, tail=6)
+    for n in range(8):  # 8 records of 4 octets: 0000 1111 ... 7777
+        transcript.add(Record(float(n), "in", "main", str(n).encode() * 4))
+    transcript.add(Record(8.0, "close", "main", note="closed"))
+    assert transcript.kept == 16 and transcript.total == 32
+    kept = transcript.finish()
+    assert b"".join(r.data for r in kept) == b"0000111122" + b"667777"
+    notes = [r.note for r in kept if r.note]
+    assert notes == ["transcript cut: 32 B exchanged, first 10 B and last 6 B kept", "closed"]
+    assert [r.t for r in kept] == sorted(r.t for r in kept)  # the note stands at the cut
+
+    budget = Budget(total=20)
+    budget.keep(kept)  # 16 octets fit; the next does not
+    assert budget.left == 4
+    other = Transcript()
+    other.add(Record(0.0, "in", "main", b"x" * 40_000))
+    budget.keep(other.finish())
+    assert other.kept == (16 << 10) + (4 << 10)
+    assert other[-2].note.startswith("transcript cut: 39.1 KiB exchanged, first 16 KiB and "
+                                     "last 4 KiB kept (the run's 20 B for transcripts")
+
+
+def test_many_small_records_are_bounded_too() -> None:
+    transcript = Transcript()
+    for n in range(100_000):
+        transcript.add(Record(float(n), "in", "main", b"\n"))
+    kept = transcript.finish()
+    assert len(kept) <= 2 * Transcript.MAX_RECORDS + 1 and kept[-1].t == 99_999.0
 
 
 def test_parallel_jobs_events_and_stable_order(tmp_path: Path) -> None:

@@ -228,10 +228,11 @@ class Session:
         finally:
             self.end()
             self._flush()
-            try:
-                await self.writer.drain()
-                await self._linger()
-            except (ConnectionError, OSError, asyncio.CancelledError):
+            try:  # bounded: a client that neither reads nor closes must not hold a stop
+                async with asyncio.timeout(LINGER_SECONDS):
+                    await self.writer.drain()
+                    await self._linger()
+            except (ConnectionError, OSError, TimeoutError, asyncio.CancelledError):
                 pass
             self.writer.close()
 

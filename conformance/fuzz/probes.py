@@ -131,7 +131,7 @@ class _Probe:
         self.target, self.options = target, options
         self.run = uuid.uuid4().hex[:8]
         self.count = 0
-        self.transcript = Transcript(limit=64 * 1024)
+        self.transcript = Transcript(head=32 << 10, tail=32 << 10)
         self.started = time.monotonic()
 
     def name(self, what: str) -> str:
@@ -148,8 +148,7 @@ class _Probe:
                                              timeout=self.options.within)
         except TransportError as error:
             raise _Failed(str(error)) from None
-        self.transcript.clear()  # keep only the last connection's bytes
-        self.transcript.left = 64 * 1024
+        self.transcript = Transcript(head=32 << 10, tail=32 << 10)  # the last connection's
         return Connection(name, transport, self.transcript,
                           lambda: time.monotonic() - self.started)
 

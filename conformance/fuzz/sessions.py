@@ -179,7 +179,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.steps = 0
         self.failed = False
         self.started = time.monotonic()
-        self.transcript = Transcript(limit=256 * 1024)
+        self.transcript = Transcript(head=192 << 10, tail=64 << 10)
 
     # -- candidates (preconditions and picks) ------------------------------------------------
 

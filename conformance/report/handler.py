@@ -3,22 +3,26 @@ when the run finishes, from the same results the console shows."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from conformance import __version__
 from conformance.engine import EngineEvent, RunFinished, RunStarted, Target
-from conformance.report.html import write_html
-from conformance.report.json_report import report_json, write_json
-from conformance.report.junit import write_junit
-from conformance.report.markdown import write_markdown
+from conformance.report.files import STDOUT, write_report
+from conformance.report.html import render_html
+from conformance.report.json_report import chunks, report_json
+from conformance.report.junit import report_junit
+from conformance.report.markdown import render_markdown
 from conformance.report.records import write_records
 
 
 class ReportWriter:
     """Writes a JSON report, JUnit XML, pipeline records, an HTML page and a Markdown
-    summary (each optional) on RunFinished; `written` lists the files in that order. The
-    page and the summary are rendered from the JSON report's dict, as from a saved one."""
+    summary (each optional) on RunFinished; `written` lists the files in that order. A path
+    of `-` (not the records folder) is standard output, left out of `written`; give it to one
+    format only. The page and the summary are rendered from the JSON report's dict, as from
+    a saved one."""
 
     def __init__(self, *, run_id: str, json_path: Path | str | None = None,
                  junit_path: Path | str | None = None, records_dir: Path | str | None = None,
@@ -49,18 +53,19 @@ class ReportWriter:
                                  duration=event.duration, tool_version=self.tool_version,
                                  strict=self.strict)
         if self.json_path is not None:
-            write_json(self.json_path, report)
-            self.written.append(Path(self.json_path))
+            self._write(self.json_path, chunks(report))
         if self.junit_path is not None:
-            write_junit(self.junit_path, event.results, target=target)
-            self.written.append(Path(self.junit_path))
+            self._write(self.junit_path, report_junit(event.results, target=target).encode())
         if self.records_dir is not None:
             self.written.append(write_records(
                 self.records_dir, event.results, target=target, run_id=self.run_id,
                 tool_version=self.tool_version, server=event.server.get("server")))
         if self.html_path is not None:
-            write_html(self.html_path, report, self.history)
-            self.written.append(Path(self.html_path))
+            self._write(self.html_path, render_html(report, history=self.history).encode())
         if self.markdown_path is not None:
-            write_markdown(self.markdown_path, report)
-            self.written.append(Path(self.markdown_path))
+            self._write(self.markdown_path, render_markdown(report).encode())
+
+    def _write(self, path: Path | str, data: bytes | Iterable[bytes]) -> None:
+        write_report(path, data)
+        if str(path) != STDOUT:
+            self.written.append(Path(path))

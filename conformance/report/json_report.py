@@ -4,6 +4,7 @@ contract in DESIGN.md ('JSON report'), checked by report.schema.json beside this
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,14 +63,33 @@ def report_json(results: list[CaseResult], *, target: Target, server: dict[str, 
     }
 
 
-def dumps(report: dict[str, Any], indent: int = 2) -> bytes:
+def _encode(value: Any, indent: int) -> bytes:
     try:
-        text = json.dumps(report, indent=indent, ensure_ascii=False)
-        return (text + "\n").encode("utf-8")
+        return json.dumps(value, indent=indent, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate in some message: let JSON escape it
-        return (json.dumps(report, indent=indent) + "\n").encode("ascii")
+        return json.dumps(value, indent=indent).encode("ascii")
+
+
+def chunks(report: dict[str, Any], indent: int = 2) -> Iterator[bytes]:
+    """`report` as UTF-8 JSON, as dumps writes it (a lone surrogate escapes only its case),
+    a case at a time: a run's transcripts are never one string in memory."""
+    cases = report.get("cases")
+    if not cases or list(report)[-1] != "cases":
+        yield dumps(report, indent)
+        return
+    head = _encode({**report, "cases": []}, indent)
+    before, after = head.rsplit(b'"cases": []', 1)
+    pad = b"\n" + b" " * (2 * indent)
+    yield before + b'"cases": ['
+    for index, case in enumerate(cases):
+        yield (b"," if index else b"") + pad + _encode(case, indent).replace(b"\n", pad)
+    yield b"\n" + b" " * indent + b"]" + after + b"\n"
+
+
+def dumps(report: dict[str, Any], indent: int = 2) -> bytes:
+    return _encode(report, indent) + b"\n"
 
 
 def write_json(path: Path | str, report: dict[str, Any]) -> None:
     """Write `report` (from report_json) as UTF-8 JSON, indented by 2, atomically."""
-    write_atomic(Path(path), dumps(report))
+    write_atomic(Path(path), chunks(report))

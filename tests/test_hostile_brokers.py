@@ -1,0 +1,101 @@
+"""The harness against the zoo of hostile brokers (tests/zoo.py), each in a process of its
+own: a full catalogue run with --jobs 8, and a short fuzz campaign. Whatever the broker
+does: no traceback, exit 1 or 3, a complete and valid JSON report, and the harness's peak
+RSS under 250 MB (its own high-water mark, read at exit). The figures are printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from zoo import ZOO
+
+from conformance.report.files import read_checked
+from conformance.report.json_report import schema
+from conformance.scenario import load_cases
+
+HERE = Path(__file__).parent
+PEAK_MB = 250
+#: A run's bound: the slowest is a broker that answers CONNECT and then nothing, where each
+#: case waits out its expectations (about 150 s here).
+WALL_S = 400
+#: The harness, with its peak RSS (VmHWM) written to stderr as it exits.
+MEASURED = """
+import atexit, runpy, sys
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            sys.stderr.write(f"\\npeak-rss-kb {line.split()[1]}\\n")
+atexit.register(peak)
+sys.argv[0] = "stomp-conformance"
+runpy.run_module("conformance", run_name="__main__", alter_sys=True)
+"""
+
+
+def case_runs() -> int:
+    return sum(len(case.versions) for case in load_cases([HERE.parent / "cases"]))
+
+
+@pytest.fixture(params=sorted(ZOO))
+def hostile(request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
+    peer = subprocess.Popen([sys.executable, str(HERE / "zoo.py"), request.param],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert peer.stdout is not None and peer.stdin is not None
+    try:
+        yield request.param, int(peer.stdout.readline())
+    finally:
+        peer.stdin.close()  # it stops when its standard input closes
+        peer.wait(30)
+
+
+def measured(*args: str, timeout: float) -> tuple[int, str, float, float]:
+    """Run the CLI; its exit code, stderr, wall time (s) and peak RSS (MB)."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", MEASURED, *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    wall = time.monotonic() - started
+    assert "peak-rss-kb" in done.stderr, done.stderr[-2000:]
+    peak = int(done.stderr.rsplit("peak-rss-kb ", 1)[1].split()[0]) / 1024
+    return done.returncode, done.stderr.rsplit("\npeak-rss-kb", 1)[0], wall, peak
+
+
+def test_a_full_run_against_a_hostile_broker(hostile: tuple[str, int], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    name, port = hostile
+    report = tmp_path / "report.json"
+    code, stderr, wall, peak = measured(
+        "run", "--broker", f"127.0.0.1:{port}", "--jobs", "8", "--json", str(report),
+        timeout=WALL_S)
+    with capsys.disabled():
+        print(f"\n{name}: run exit {code}, {wall:.1f} s, peak RSS {peak:.0f} MB")
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert code in (1, 3), stderr[-2000:]
+    assert peak < PEAK_MB
+    assert wall < WALL_S
+    cases = read_checked(report, schema(), "a JSON report")["cases"]
+    assert len(cases) == case_runs()
+    if code == 3:  # the broker never gave a session: one line says why
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith("stomp-conformance: "), last
+        assert {c["outcome"] for c in cases} == {"error"}
+
+
+def test_a_fuzz_campaign_against_a_hostile_broker(hostile: tuple[str, int], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    name, port = hostile
+    corpus = tmp_path / "corpus"
+    code, stderr, wall, peak = measured(
+        "fuzz", "--broker", f"127.0.0.1:{port}", "--time", "10s", "--corpus", str(corpus),
+        timeout=120)
+    with capsys.disabled():
+        print(f"\n{name}: fuzz exit {code}, {wall:.1f} s, peak RSS {peak:.0f} MB")
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert code in (0, 1, 3), stderr[-2000:]
+    assert peak < PEAK_MB
+    for finding in corpus.glob("findings/*.json"):  # each saved whole
+        json.loads(finding.read_text())
