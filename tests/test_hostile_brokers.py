@@ -21,8 +21,8 @@ from conformance.scenario import load_cases
 
 HERE = Path(__file__).parent
 PEAK_MB = 250
-#: A run's bound: the slowest is a broker that answers CONNECT and then nothing, where each
-#: case waits out its expectations (about 150 s here).
+#: A full run's bound: the slowest is a broker that answers CONNECT and then nothing, where
+#: each case waits out its expectations (about 150 s here).
 WALL_S = 400
 #: The harness, with its peak RSS (VmHWM) written to stderr as it exits.
 MEASURED = """
@@ -53,30 +53,33 @@ def hostile(request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
         peer.wait(30)
 
 
-def measured(*args: str, timeout: float) -> tuple[int, str, float, float]:
-    """Run the CLI; its exit code, stderr, wall time (s) and peak RSS (MB)."""
+def measured(verb: str, hostile: tuple[str, int], *args: str, exits: tuple[int, ...],
+             timeout: float, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """Run the CLI's `verb` against the hostile broker (within `timeout` s: its bound),
+    print its figures, and check what holds whatever the broker does; its exit code and
+    stderr."""
+    name, port = hostile
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", MEASURED, *args], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-c", MEASURED, verb, "--broker",
+                           f"127.0.0.1:{port}", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
     wall = time.monotonic() - started
     assert "peak-rss-kb" in done.stderr, done.stderr[-2000:]
-    peak = int(done.stderr.rsplit("peak-rss-kb ", 1)[1].split()[0]) / 1024
-    return done.returncode, done.stderr.rsplit("\npeak-rss-kb", 1)[0], wall, peak
+    stderr, _, said = done.stderr.rpartition("\npeak-rss-kb ")
+    peak = int(said.split()[0]) / 1024
+    with capsys.disabled():
+        print(f"\n{name}: {verb} exit {done.returncode}, {wall:.1f} s, peak RSS {peak:.0f} MB")
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert done.returncode in exits, stderr[-2000:]
+    assert peak < PEAK_MB
+    return done.returncode, stderr
 
 
 def test_a_full_run_against_a_hostile_broker(hostile: tuple[str, int], tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    name, port = hostile
     report = tmp_path / "report.json"
-    code, stderr, wall, peak = measured(
-        "run", "--broker", f"127.0.0.1:{port}", "--jobs", "8", "--json", str(report),
-        timeout=WALL_S)
-    with capsys.disabled():
-        print(f"\n{name}: run exit {code}, {wall:.1f} s, peak RSS {peak:.0f} MB")
-    assert "Traceback" not in stderr, stderr[-3000:]
-    assert code in (1, 3), stderr[-2000:]
-    assert peak < PEAK_MB
-    assert wall < WALL_S
+    code, stderr = measured("run", hostile, "--jobs", "8", "--json", str(report),
+                            exits=(1, 3), timeout=WALL_S, capsys=capsys)
     cases = read_checked(report, schema(), "a JSON report")["cases"]
     assert len(cases) == case_runs()
     if code == 3:  # the broker never gave a session: one line says why
@@ -87,15 +90,8 @@ def test_a_full_run_against_a_hostile_broker(hostile: tuple[str, int], tmp_path:
 
 def test_a_fuzz_campaign_against_a_hostile_broker(hostile: tuple[str, int], tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    name, port = hostile
     corpus = tmp_path / "corpus"
-    code, stderr, wall, peak = measured(
-        "fuzz", "--broker", f"127.0.0.1:{port}", "--time", "10s", "--corpus", str(corpus),
-        timeout=120)
-    with capsys.disabled():
-        print(f"\n{name}: fuzz exit {code}, {wall:.1f} s, peak RSS {peak:.0f} MB")
-    assert "Traceback" not in stderr, stderr[-3000:]
-    assert code in (0, 1, 3), stderr[-2000:]
-    assert peak < PEAK_MB
+    measured("fuzz", hostile, "--time", "10s", "--corpus", str(corpus), exits=(0, 1, 3),
+             timeout=120, capsys=capsys)
     for finding in corpus.glob("findings/*.json"):  # each saved whole
         json.loads(finding.read_text())
