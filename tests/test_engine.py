@@ -286,3 +286,16 @@ def test_an_unreachable_broker_stops_the_run_with_one_line(tmp_path: Path) -> No
     with pytest.raises(HarnessError) as caught:
         run_cases(tmp_path, port, case("- sleep: 0"))
     assert str(caught.value) == f"cannot connect to 127.0.0.1:{port}: connection refused"
+
+
+def test_the_run_keeps_its_transcript_budget(tmp_path: Path) -> None:
+    """Past the run's budget, a case keeps only a small remainder, and says so."""
+    with serving(endless_body) as port:
+        results = run_cases(tmp_path, port, *(case("""
+            - connect: {}
+            - expect: {command: MESSAGE, within: 20}
+        """, id=f"t.flood{i}") for i in range(3)), jobs=1, transcripts=400 << 10)
+    kept = [sum(len(r.data) for r in result.transcript) for result in results]
+    assert kept[0] == (256 + 64) << 10 and kept[1:] == [(16 + 4) << 10] * 2
+    assert all(any("--transcript-budget" in r.note for r in result.transcript)
+               for result in results[1:])

@@ -35,6 +35,7 @@ from conformance.report import (
     write_records,
 )
 from conformance.report.files import write_atomic
+from conformance.report.json_report import chunks, dumps
 from conformance.report.junit import ALLOWED
 from conformance.report.verdict import certify
 from conformance.results import CaseResult, Outcome, Record
@@ -533,3 +534,10 @@ def test_results_are_not_changed_by_reporting(target: Target, tmp_path: Path) ->
     report_junit(given, target=target)
     write_records(tmp_path, given, target=target, run_id="x", tool_version="0")
     assert [dataclasses.asdict(r) for r in given] == before
+
+
+def test_the_json_report_written_a_case_at_a_time_is_the_same_document() -> None:
+    report = {"schema_version": 1, "summary": {"a": [1, 2]},
+              "cases": [{"id": "x", "transcript": [{"data": "\x00é\n"}]}, {"id": "y"}]}
+    assert b"".join(chunks(report)) == dumps(report)
+    assert b"".join(chunks({**report, "cases": []})) == dumps({**report, "cases": []})
