@@ -16,7 +16,7 @@ COMPILED = [
     "conformance/codec/escaping.py",
     "conformance/codec/encoder.py",
     "conformance/codec/parser.py",
-    "conformance/broker/store.py",
+    "conformance/broker/destinations.py",
     "conformance/broker/session.py",
 ]
 

@@ -18,7 +18,7 @@ import _harness  # noqa: E402
 
 def load() -> Callable[[bytes], None]:
     from conformance.codec import Parser, StompError
-    from conformance.fuzz.codec_targets import parse_input
+    from conformance.fuzz.parsing.targets import parse_input
 
     def parse(data: bytes) -> None:
         version, _, limits, _, stream = parse_input(data)  # the parser harness's input

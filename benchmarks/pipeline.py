@@ -219,7 +219,7 @@ def spark_worker(data: Path, out: Path, fast_jvm: bool, memory: str) -> dict[str
     from pyspark.sql import DataFrame
 
     from conformance.pipeline import jobs
-    from conformance.pipeline.session import SparkSettings, start, stop
+    from conformance.pipeline.spark import SparkSettings, start, stop
 
     started = start(SparkSettings(master="local[2]", fast_jvm=fast_jvm, driver_memory=memory,
                                   cache_dir=out / "cache"))
@@ -264,7 +264,7 @@ def start_worker(mode: str, cache: Path) -> dict[str, float]:
         spark = SparkSession.builder.master("local[2]").getOrCreate()
         session = time.perf_counter() - began
     else:
-        from conformance.pipeline.session import SparkSettings, start
+        from conformance.pipeline.spark import SparkSettings, start
         started = start(SparkSettings(master="local[2]", cds=mode == "cds", cache_dir=cache))
         spark, session = started.spark, started.seconds
     cpu_session = _jvm_cpu(spark)
@@ -286,7 +286,7 @@ def _child(*args: str) -> dict[str, Any]:
 
 def measure_starts(work: Path, repeats: int) -> None:
     cache = work / "start-cache"
-    from conformance.pipeline.session import SparkSettings, start, stop
+    from conformance.pipeline.spark import SparkSettings, start, stop
     began = time.perf_counter()
     cpu0 = os.times()
     stop(start(SparkSettings(master="local[2]", cds=True, cache_dir=cache)))  # writes it

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from conformance.engine import Engine, HarnessError, Target, run_case
-from conformance.profile import ProfileError, load_profile
-from conformance.results import CaseResult, Outcome
+from conformance.profiles import ProfileError, load_profile
+from conformance.runner.engine import Engine, HarnessError, Target, run_case
+from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_file
 from conformance.spec import catalogue
-from conformance.transport import parse_broker
+from conformance.wire.transport import parse_broker
 
 TAIL = 12  # transcript records shown under a failure
 
@@ -129,7 +129,7 @@ class CaseItem(pytest.Item):
             lines.append(f"  {r.message}")
         lines += [f"  also: {v}" for v in r.violations[:5]]
         if r.transcript:
-            from conformance.report.transcript import render_record
+            from conformance.report.rendering import render_record
             lines.append("  transcript (end):")
             lines += ["    " + render_record(rec) for rec in r.transcript[-TAIL:]]
         return "\n".join(lines)

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field, replace
 
 from conformance.broker import FAULTS, embedded
 from conformance.broker.variants import VARIANTS, Variant, variant
-from conformance.engine import Engine, Target
-from conformance.profile import load_profile
-from conformance.results import SEVERITY, CaseResult, Outcome, worst
+from conformance.profiles import load_profile
+from conformance.runner.engine import Engine, Target
+from conformance.runner.results import SEVERITY, CaseResult, Outcome, worst
 from conformance.scenario import Case
 from conformance.spec import catalogue
-from conformance.transport import parse_broker
+from conformance.wire.transport import parse_broker
 
 CLEAN = (Outcome.PASSED, Outcome.INFORMATIONAL)
 #: what a case may grade the broker under a legal configuration (a capability it lacks is

@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))  # the working tree's conformance, installe
 #: (every rule of the grammar fits in a few hundred octets; the targets' small limits too).
 DEFAULT_FLAGS = {"-dict": str(HERE / "stomp.dict"), "-max_len": "2048"}
 
-#: Environment variable naming a fault to plant (conformance.fuzz.codec_targets.PLANTS):
+#: Environment variable naming a fault to plant (conformance.fuzz.parsing.targets.PLANTS):
 #: for the tests that show a harness can fail, never for a real campaign.
 PLANT_VARIABLE = "STOMP_FUZZ_PLANT"
 
@@ -39,7 +39,7 @@ PLAIN = ("conformance", "conformance.spec", "conformance.spec.grammar")
 
 def plant() -> str | None:
     """The fault named by STOMP_FUZZ_PLANT, if any; an unknown name ends the run."""
-    from conformance.fuzz.codec_targets import PLANTS
+    from conformance.fuzz.parsing.targets import PLANTS
 
     name = os.environ.get(PLANT_VARIABLE) or None
     if name is not None and name not in PLANTS:

@@ -1,5 +1,5 @@
 """atheris harness for differential parsing: the same bytes through our parser, stomp.py's
-and stompest's (conformance.fuzz.differential). Each disagreement is classified by the
+and stompest's (conformance.fuzz.parsing.differential). Each disagreement is classified by the
 spec; one that no rule explains is a finding (UnclassifiedDisagreement).
 
     python fuzz/differential.py [--report=PATH] [libFuzzer flags] [corpus dirs]
@@ -42,8 +42,8 @@ def options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 
 def load(report: str | None) -> Callable[[], Callable[[bytes], None]]:
     def target() -> Callable[[bytes], None]:
-        from conformance.fuzz.differential import Example, Tally, differential_target
-        from conformance.fuzz.peers import read_stompest, read_stomppy
+        from conformance.fuzz.parsing.differential import Example, Tally, differential_target
+        from conformance.fuzz.parsing.peers import read_stompest, read_stomppy
 
         read_stomppy(b"")  # import the peers now, plainly: only their parsers are traced
         read_stompest(b"", "1.2")
@@ -65,7 +65,7 @@ def _append(path: str, line: str) -> None:
 
 def classify(paths: list[str], report: str | None, markdown: str | None) -> None:
     """Classify every input under `paths`; write the report(s)."""
-    from conformance.fuzz.differential import Tally, differential, version_of
+    from conformance.fuzz.parsing.differential import Tally, differential, version_of
 
     files = sorted(f for p in map(Path, paths)
                    for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file())

@@ -1,6 +1,6 @@
 """atheris harness for encode then parse: a frame built from the input (a command of the
 grammar, headers and body from the input), encoded for a version, parses back the same
-(conformance.fuzz.codec_targets.roundtrip_target). What encode refuses with
+(conformance.fuzz.parsing.targets.roundtrip_target). What encode refuses with
 LocalProtocolError is its contract, not a finding.
 
     python fuzz/roundtrip.py [libFuzzer flags] [corpus dirs]
@@ -16,7 +16,7 @@ import _harness
 
 
 def load() -> Callable[[bytes], None]:
-    from conformance.fuzz.codec_targets import roundtrip_target
+    from conformance.fuzz.parsing.targets import roundtrip_target
 
     return functools.partial(roundtrip_target, plant=_harness.plant())
 

@@ -1,6 +1,6 @@
 """atheris harness for the validator: every frame an observing parser yields from the
 input goes through validate_server_frame, which must return violations and never raise,
-citing only statements that cover the version (conformance.fuzz.codec_targets).
+citing only statements that cover the version (conformance.fuzz.parsing.targets).
 
     python fuzz/validator.py [libFuzzer flags] [corpus dirs]
     python fuzz/validator.py ARTIFACT
@@ -15,7 +15,7 @@ import _harness
 
 
 def load() -> Callable[[bytes], None]:
-    from conformance.fuzz.codec_targets import validator_target
+    from conformance.fuzz.parsing.targets import validator_target
 
     return functools.partial(validator_target, plant=_harness.plant())
 

@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from conformance.codec import Frame, Heartbeat, Parser, StompError
-from conformance.engine import Engine, EngineEvent, Target
-from conformance.profile import load_profile
-from conformance.results import CaseResult
+from conformance.profiles import load_profile
+from conformance.runner.engine import Engine, EngineEvent, Target
+from conformance.runner.results import CaseResult
 from conformance.scenario import load_file
 from conformance.spec.grammar import Version
-from conformance.transport import parse_broker
+from conformance.wire.transport import parse_broker
 
 Outcome = tuple[list[tuple[object, ...]], tuple[str, str | None, int | None] | None]
 

@@ -21,12 +21,12 @@ from peers import serving
 
 from conformance.broker import FAULTS, Broker, BrokerConfig
 from conformance.codec import Frame, Limits, Parser, encode
-from conformance.engine import Engine, Target
-from conformance.profile import load_profile
-from conformance.results import Outcome
+from conformance.profiles import load_profile
+from conformance.runner.engine import Engine, Target
+from conformance.runner.results import Outcome
 from conformance.scenario import load_file
 from conformance.spec import catalogue
-from conformance.transport import parse_broker
+from conformance.wire.transport import parse_broker
 
 
 @contextlib.contextmanager

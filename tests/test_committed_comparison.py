@@ -11,7 +11,7 @@ from typing import Any
 
 from helpers import cli
 
-from conformance.profile import shipped
+from conformance.profiles import shipped
 from conformance.report.compare import MARKS, MISSING
 
 ROOT = Path(__file__).resolve().parents[1]

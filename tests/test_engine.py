@@ -12,7 +12,7 @@ import pytest
 from helpers import case, run_cases
 from peers import TinyBroker, endless, endless_body, garbage, mid_frame, serving, silent
 
-from conformance.engine import (
+from conformance.runner.engine import (
     CaseFinished,
     CaseStarted,
     EngineEvent,
@@ -20,7 +20,7 @@ from conformance.engine import (
     RunFinished,
     RunStarted,
 )
-from conformance.results import Budget, Outcome, Record, Transcript
+from conformance.runner.results import Budget, Outcome, Record, Transcript
 
 CONVERSATION = case("""
     - connect: {}

@@ -18,7 +18,7 @@ import pytest
 from helpers import cli
 from peers import serving
 
-from conformance.fuzz.command import UsageError, parse_duration
+from conformance.cli.fuzz import UsageError, parse_duration
 from conformance.scenario import load_file
 
 FAULT = "accept-undefined-escape"  # an undefined escape is accepted, not refused
@@ -162,7 +162,7 @@ def test_remote_targets_are_refused_without_allow_remote(tmp_path: Path) -> None
 def test_allow_remote_lets_a_remote_address_through_without_sending() -> None:
     import argparse
 
-    from conformance.fuzz.command import _where
+    from conformance.cli.fuzz import _where
 
     args = argparse.Namespace(allow_remote=True, tls_ca=None, tls_cert=None, tls_key=None,
                               tls_no_verify=False, login=None, passcode=None, vhost=None)
@@ -264,13 +264,13 @@ def test_a_second_campaign_in_the_same_folder_is_refused_while_one_runs(tmp_path
 def test_a_broker_that_stops_answering_is_a_crash_finding(tmp_path: Path) -> None:
     """A peer that answers like a broker for a while, then stops listening: the liveness
     probe fails, the crash is saved with the inputs sent before it, the campaign stops."""
-    from conformance.fuzz.campaign import Campaign, Settings, open_folder, worst
-    from conformance.fuzz.findings import BrokerInfo
-    from conformance.fuzz.generators import GrammarGenerator
-    from conformance.fuzz.oracle import Oracle, Target
-    from conformance.results import Outcome
+    from conformance.fuzz.inputs.generators import GrammarGenerator
+    from conformance.fuzz.network.campaign import Campaign, Settings, open_folder, worst
+    from conformance.fuzz.network.findings import BrokerInfo
+    from conformance.fuzz.network.oracle import Oracle, Target
+    from conformance.runner.results import Outcome
     from conformance.spec.grammar import VERSIONS
-    from conformance.transport import parse_broker
+    from conformance.wire.transport import parse_broker
 
     async def main() -> list[object]:
         served = 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.fuzz.codec_targets import PLANTS, TARGETS, InvariantBroken
+from conformance.fuzz.parsing.targets import PLANTS, TARGETS, InvariantBroken
 
 FUZZ = Path(__file__).resolve().parents[1] / "fuzz"
 
@@ -93,7 +93,7 @@ def test_an_unknown_plant_is_a_usage_error() -> None:
 def roundtrip_input(version: int, command: str, headers: list[tuple[str, str]],
                     options: int = 0) -> bytes:
     """The roundtrip target's input for a frame (see roundtrip_target)."""
-    from conformance.fuzz.codec_targets import _COMMANDS
+    from conformance.fuzz.parsing.targets import _COMMANDS
 
     fields = b"".join(bytes([len(t.encode())]) + t.encode() for pair in headers for t in pair)
     return bytes([version, _COMMANDS.index(command), options, len(headers)]) + fields
@@ -108,7 +108,7 @@ def test_the_roundtrip_property_holds_escapes_and_reports_an_encoder_without_the
 
 def test_the_roundtrip_property_says_what_encode_must_refuse() -> None:
     from conformance.codec import Frame
-    from conformance.fuzz.codec_targets import _unencodable
+    from conformance.fuzz.parsing.targets import _unencodable
 
     assert _unencodable(Frame("SEND", [("k", "a\nb")]), "1.0", None) is not None
     assert _unencodable(Frame("CONNECT", [("k", "a\rb")]), "1.2", None) is not None

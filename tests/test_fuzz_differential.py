@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conformance.fuzz.differential import (
+from conformance.fuzz.parsing.differential import (
     Side,
     Tally,
     UnclassifiedDisagreement,
     differential,
     differential_target,
 )
-from conformance.fuzz.peers import Reading, Seen, read_ours
+from conformance.fuzz.parsing.peers import Reading, Seen, read_ours
 from conformance.spec import catalogue
 from conformance.spec.grammar import Version
 
@@ -121,7 +121,7 @@ def test_a_disagreement_no_rule_explains_fails_the_fuzz_target() -> None:
     (found,) = differential(stream, version="1.2", peers={"backwards": wrong_peer})
     assert found.side is Side.UNKNOWN
     with pytest.raises(UnclassifiedDisagreement, match="backwards"):
-        import conformance.fuzz.differential as module
+        import conformance.fuzz.parsing.differential as module
         saved = dict(module.PEERS)
         module.PEERS.clear()
         module.PEERS["backwards"] = wrong_peer

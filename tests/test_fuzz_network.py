@@ -21,13 +21,22 @@ from peers import serving
 
 from conformance.broker import Broker, BrokerConfig
 from conformance.codec import Frame, LimitExceeded, Parser, ProtocolViolation
-from conformance.fuzz.choices import Choices
-from conformance.fuzz.expected import deliveries, frames_of
-from conformance.fuzz.findings import BrokerInfo, Finding, new_finding
-from conformance.fuzz.inputs import Expect, FuzzInput
-from conformance.fuzz.minimise import minimise
-from conformance.fuzz.mutations import MUTATIONS, fuzz_input, weighted
-from conformance.fuzz.oracle import (
+from conformance.fuzz.inputs.choices import Choices
+from conformance.fuzz.inputs.expected import deliveries, frames_of
+from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.inputs.mutations import MUTATIONS, fuzz_input, weighted
+from conformance.fuzz.inputs.rules import breaks_its_rule, is_what_it_says, well_formed
+from conformance.fuzz.inputs.strategies import (
+    frames,
+    fuzz_inputs,
+    mutated_inputs,
+    segmentations,
+    valid_inputs,
+)
+from conformance.fuzz.inputs.wellformed import Written, valid_input
+from conformance.fuzz.network.findings import BrokerInfo, Finding, new_finding
+from conformance.fuzz.network.minimise import minimise
+from conformance.fuzz.network.oracle import (
     MAX_RESPONSE,
     Anomaly,
     Kind,
@@ -36,23 +45,14 @@ from conformance.fuzz.oracle import (
     Unreachable,
     Verdict,
 )
-from conformance.fuzz.reproducer import case_yaml
-from conformance.fuzz.rules import breaks_its_rule, is_what_it_says, well_formed
-from conformance.fuzz.strategies import (
-    frames,
-    fuzz_inputs,
-    mutated_inputs,
-    segmentations,
-    valid_inputs,
-)
-from conformance.fuzz.wellformed import Written, valid_input
+from conformance.fuzz.network.reproducer import case_yaml
 from conformance.report.records import (
     FINDING_FIELDS,
     FINDING_NULLABLE,
     finding_record,
     write_finding_records,
 )
-from conformance.results import Outcome
+from conformance.runner.results import Outcome
 from conformance.scenario import load_file
 from conformance.spec import catalogue
 from conformance.spec.grammar import (
@@ -62,7 +62,7 @@ from conformance.spec.grammar import (
     negotiate,
     parse_accept_version,
 )
-from conformance.transport import parse_broker
+from conformance.wire.transport import parse_broker
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

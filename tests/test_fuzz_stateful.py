@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from conformance.broker import BrokerConfig, embedded
-from conformance.engine import Target
-from conformance.fuzz.delivery import Model, State
-from conformance.fuzz.stateful import StatefulOptions, replay_case, run_stateful
-from conformance.profile import load_profile
-from conformance.results import Outcome
+from conformance.fuzz.stateful.explore import StatefulOptions, replay_case, run_stateful
+from conformance.profiles import load_profile
+from conformance.runner.engine import Target
+from conformance.runner.results import Outcome
 from conformance.scenario import load_file
-from conformance.transport import parse_broker
+from conformance.spec.session import Model, State
+from conformance.wire.transport import parse_broker
 
 #: The in-process broker answers in well under a millisecond.
 FAST = StatefulOptions(settle=0.0005, within=0.5, steps=15)
@@ -181,7 +181,7 @@ def test_the_cli_runs_a_saved_case(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_broker_is_a_harness_error(tmp_path: Path) -> None:
-    from conformance.engine import HarnessError
+    from conformance.runner.engine import HarnessError
 
     target = Target(parse_broker("127.0.0.1:1"), load_profile("reference"))
     with pytest.raises(HarnessError, match="connection refused"):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from zoo import ZOO
 
-from conformance.report.files import read_checked
+from conformance.files import read_checked
 from conformance.report.json_report import schema
 from conformance.scenario import load_cases
 

@@ -32,7 +32,7 @@ from selenium.webdriver.common.by import By
 from conformance.codec import Frame, Parser, encode
 from conformance.report.compare import compare, compare_markdown
 from conformance.report.markdown import COMMENT_LIMIT, MESSAGE, ROWS, render_markdown, size
-from conformance.report.transcript import pieces
+from conformance.report.rendering import pieces
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 #: Each piece would run script (setting window.__pwned, or an alert) were it markup.

@@ -129,6 +129,6 @@ def test_a_broken_case_file_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 def test_every_step_kind_of_the_schema_has_an_interpreter() -> None:
+    from conformance.runner.steps import STEPS
     from conformance.scenario.loader import schema
-    from conformance.steps import STEPS
     assert set(schema()["$defs"]["step"]["properties"]) == set(STEPS)

@@ -30,12 +30,12 @@ from pyspark.sql.types import (
 )
 
 from conformance.pipeline import jobs
-from conformance.pipeline.campaign import TaskSettings, run_campaign, write_findings
+from conformance.pipeline.distributed import TaskSettings, run_campaign, write_findings
 from conformance.pipeline.load import RecordsError, find_inputs, stage
 from conformance.pipeline.runner import run_jobs
 from conformance.pipeline.schemas import CASE_RESULT, FUZZ_FINDING, required
-from conformance.pipeline.session import SparkSettings, Started, first_line, start, stop
 from conformance.pipeline.signature import input_shape
+from conformance.pipeline.spark import SparkSettings, Started, first_line, start, stop
 from conformance.report.history import load_history
 from conformance.report.records import FINDING_FIELDS, FINDING_NULLABLE
 

@@ -14,10 +14,10 @@ from peers import endless, serving
 
 from conformance.broker import BrokerConfig
 from conformance.codec import Frame, Limits, Parser, encode
-from conformance.engine import HarnessError, Target
-from conformance.fuzz.probes import Grade, ProbeOptions, ProbeVerdict, probe
-from conformance.profile import load_profile
-from conformance.transport import parse_broker
+from conformance.probes import Grade, ProbeOptions, ProbeVerdict, probe
+from conformance.profiles import load_profile
+from conformance.runner.engine import HarnessError, Target
+from conformance.wire.transport import parse_broker
 
 LIMITS = Limits(max_headers=37, max_header_line=700, max_body=3000, max_frame=100_000)
 QUICK = ProbeOptions(within=2.0, budget=20.0, slow_interval=0.2, slow_budget=3.0)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import cli
 
-from conformance.profile import load_profile
+from conformance.profiles import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKERS = {"rabbitmq": 61613, "activemq": 61614, "coilmq": 61615, "stompserver": 61617}

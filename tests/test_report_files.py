@@ -14,7 +14,7 @@ import pytest
 from helpers import cli
 from test_run import cases
 
-from conformance.report.files import write_atomic
+from conformance.files import write_atomic
 
 
 def null_device(path: Path) -> Path:

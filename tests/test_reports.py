@@ -17,8 +17,8 @@ import xmlschema
 
 from conformance.broker import BrokerConfig, embedded
 from conformance.cli import default_cases
-from conformance.engine import Engine, RunFinished, RunStarted, Target
-from conformance.profile import Deviation, Profile, load_profile
+from conformance.files import write_atomic
+from conformance.profiles import Deviation, Profile, load_profile
 from conformance.report import (
     ReportWriter,
     case_records,
@@ -34,14 +34,14 @@ from conformance.report import (
     write_junit,
     write_records,
 )
-from conformance.report.files import write_atomic
 from conformance.report.json_report import chunks, dumps
 from conformance.report.junit import ALLOWED
 from conformance.report.verdict import certify
-from conformance.results import CaseResult, Outcome, Record
+from conformance.runner.engine import Engine, RunFinished, RunStarted, Target
+from conformance.runner.results import CaseResult, Outcome, Record
 from conformance.scenario import load_cases
 from conformance.spec import catalogue
-from conformance.transport import parse_broker
+from conformance.wire.transport import parse_broker
 
 XSD = Path(__file__).parent / "data" / "junit.xsd"
 SECRET = b"s3cr"

@@ -10,7 +10,7 @@ from pathlib import Path
 from helpers import case, cli
 
 from conformance.broker.variants import VARIANTS, Variant, variant
-from conformance.results import Outcome
+from conformance.runner.results import Outcome
 from conformance.scenario import load_file
 from conformance.selftest import coverage, selftest, selftest_variants
 

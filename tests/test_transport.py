@@ -15,7 +15,7 @@ from typing import cast
 import pytest
 import trustme
 
-from conformance.transport import (
+from conformance.wire.transport import (
     BrokerAddress,
     CannotResolve,
     ConnectError,

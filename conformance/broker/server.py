@@ -25,9 +25,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, get_args
 
+from conformance.broker.destinations import Store
 from conformance.broker.faults import FAULTS
 from conformance.broker.session import Session
-from conformance.broker.store import Store
 from conformance.codec import Limits
 
 #: What the broker does with a NACKed message. 1.2 NACK: "The server can then either send

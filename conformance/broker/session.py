@@ -13,7 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from conformance.broker.connect import connect
-from conformance.broker.store import Message, QueueFull, Subscription
+from conformance.broker.destinations import Message, QueueFull, Subscription
 from conformance.codec import (
     Frame,
     Heartbeat,

@@ -30,7 +30,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from conformance.report.files import write_atomic
+from conformance.files import write_atomic
 from conformance.report.history import FILE, PAGE, SCHEMA_VERSION
 from conformance.report.html import render_history
 from conformance.report.records import timestamp

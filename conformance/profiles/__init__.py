@@ -1,0 +1,143 @@
+"""Broker profiles: what a broker needs (host header, credentials, destination names) and
+declares (versions and capabilities, known deviations with reasons). Shipped profiles live
+in conformance/profiles/; `--profile FILE` reads a user's own."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "host": {"type": "string"},
+        "credentials": {
+            "type": "object", "additionalProperties": False,
+            "properties": {k: {"type": "string"} for k in
+                           ("login", "passcode", "login_env", "passcode_env")},
+        },
+        "destinations": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"queue": {"type": "string", "pattern": "\\{name\\}"},
+                           "topic": {"type": "string", "pattern": "\\{name\\}"}},
+        },
+        "capabilities": {
+            "type": "object",
+            "properties": {"versions": {"type": "array",
+                                        "items": {"enum": ["1.0", "1.1", "1.2"]}}},
+            "additionalProperties": {"type": ["boolean", "integer"]},
+        },
+        "deviations": {
+            "description": "case id (every version) or case id@version -> the deviation",
+            "type": "object",
+            "propertyNames": {"pattern": "^[^@]+(@1\\.[012])?$"},
+            "additionalProperties": {
+                "type": "object", "required": ["observed", "reason"],
+                "additionalProperties": False,
+                "properties": {"observed": {"type": "string"}, "reason": {"type": "string"},
+                               "statement": {"type": "string"}, "link": {"type": "string"},
+                               "intermittent": {"type": "boolean"}},
+            },
+        },
+    },
+}
+
+
+class ProfileError(Exception):
+    """A profile that cannot be used (one line)."""
+
+
+@dataclass(frozen=True)
+class Deviation:
+    observed: str
+    reason: str
+    statement: str = ""
+    link: str = ""
+    #: seen in some runs only: a run where the case passes does not make the entry stale
+    intermittent: bool = False
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str = ""
+    #: the value of the `host` header of CONNECT (1.1 and 1.2); None: the broker's host name
+    host: str | None = None
+    login: str | None = field(default=None, repr=False)
+    passcode: str | None = field(default=None, repr=False)
+    queue: str = "/queue/{name}"
+    topic: str = "/topic/{name}"
+    versions: tuple[str, ...] = ("1.0", "1.1", "1.2")
+    capabilities: dict[str, bool | int] = field(default_factory=dict)
+    deviations: dict[str, Deviation] = field(default_factory=dict)
+
+    def deviation(self, case_id: str, version: str) -> Deviation | None:
+        """The deviation declared for a case at one version (key `ID@VERSION`), else for
+        the case at every version (key `ID`)."""
+        return self.deviations.get(f"{case_id}@{version}") or self.deviations.get(case_id)
+
+    def supports(self, capability: str) -> bool:
+        """A capability not named by the profile is assumed present."""
+        return bool(self.capabilities.get(capability, True))
+
+
+def shipped() -> list[str]:
+    folder = resources.files("conformance.profiles")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_profile(name_or_file: str) -> Profile:
+    """A shipped profile by name, or a YAML file by path."""
+    if name_or_file in shipped():
+        text = resources.files("conformance.profiles").joinpath(f"{name_or_file}.yaml") \
+            .read_text("utf-8")
+        where = f"profile {name_or_file!r}"
+    else:
+        path = Path(name_or_file)
+        if not path.is_file():
+            raise ProfileError(f"no profile {name_or_file!r}: give a file or one of "
+                               f"{', '.join(shipped())}")
+        try:
+            text = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ProfileError(f"cannot read profile {path}: {error}") from None
+        where = str(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise ProfileError(f"{where}:{mark.line + 1 if mark else '?'}: YAML syntax: "
+                           f"{getattr(error, 'problem', error)}") from None
+    problem = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))
+    if problem is not None:
+        at = "/".join(str(p) for p in problem.absolute_path) or "top level"
+        raise ProfileError(f"{where}: {at}: {problem.message}")
+    return _profile(data)
+
+
+def _profile(data: dict[str, Any]) -> Profile:
+    credentials = data.get("credentials", {})
+    login = os.environ.get(credentials.get("login_env", ""), credentials.get("login"))
+    passcode = os.environ.get(credentials.get("passcode_env", ""), credentials.get("passcode"))
+    capabilities = dict(data.get("capabilities", {}))
+    versions = tuple(capabilities.pop("versions", ("1.0", "1.1", "1.2")))
+    destinations = data.get("destinations", {})
+    return Profile(
+        name=data["name"], description=data.get("description", ""), host=data.get("host"),
+        login=login, passcode=passcode,
+        queue=destinations.get("queue", "/queue/{name}"),
+        topic=destinations.get("topic", "/topic/{name}"),
+        versions=versions, capabilities=capabilities,
+        deviations={k: Deviation(**v) for k, v in data.get("deviations", {}).items()},
+    )

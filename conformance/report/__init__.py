@@ -10,8 +10,8 @@ from conformance.report.json_report import report_json, schema, write_json
 from conformance.report.junit import report_junit, write_junit
 from conformance.report.markdown import render_markdown, write_markdown
 from conformance.report.records import case_records, write_records
+from conformance.report.rendering import render_record, render_transcript
 from conformance.report.scrub import scrub
-from conformance.report.transcript import render_record, render_transcript
 
 __all__ = [
     "ReportWriter", "case_records", "render_html", "render_markdown", "render_record",

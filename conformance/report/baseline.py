@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.report.files import read_checked
+from conformance.files import read_checked
 from conformance.report.json_report import schema
-from conformance.results import CaseResult, Outcome
+from conformance.runner.results import CaseResult, Outcome
 
 
 def load_report(path: Path | str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from conformance.report import view
 from conformance.report.html import render_page, stamp
 from conformance.report.json_report import dumps
 from conformance.report.markdown import SYMBOLS, cell, code, fit, table
-from conformance.report.transcript import show_hidden
+from conformance.report.rendering import show_hidden
 
 MISSING = "\u2014"
 #: Characters of a broker's name (a profile, or its server header) in a column head.

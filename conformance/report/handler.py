@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__
-from conformance.engine import EngineEvent, RunFinished, RunStarted, Target
-from conformance.report.files import STDOUT, write_report
+from conformance.files import STDOUT, write_report
 from conformance.report.html import render_html
 from conformance.report.json_report import chunks, report_json
 from conformance.report.junit import report_junit
 from conformance.report.markdown import render_markdown
 from conformance.report.records import write_records
+from conformance.runner.engine import EngineEvent, RunFinished, RunStarted, Target
 
 
 class ReportWriter:

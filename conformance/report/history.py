@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from conformance.report.files import package_schema, read_checked
+from conformance.files import package_schema, read_checked
 
 FILE = "report-data.json"
 #: The history sections alone, as a page, beside FILE.
@@ -25,7 +25,7 @@ RECENT = 8
 
 
 def schema() -> dict[str, Any]:
-    return package_schema("history.schema.json")
+    return package_schema("conformance.report", "history.schema.json")
 
 
 def load_history(path: Path | str) -> dict[str, Any]:

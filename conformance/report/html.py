@@ -16,10 +16,10 @@ from typing import Any
 
 import jinja2
 
+from conformance.files import write_atomic
 from conformance.report import view
-from conformance.report.files import write_atomic
 from conformance.report.history import history_view
-from conformance.report.transcript import pieces, show_hidden
+from conformance.report.rendering import pieces, show_hidden
 
 #: Octets of one record shown on the page; the JSON report keeps them all.
 RECORD_LIMIT = 16 * 1024

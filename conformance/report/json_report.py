@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conformance.report.files import package_schema, write_atomic
+from conformance.files import package_schema, write_atomic
 from conformance.report.scrub import Scrubber, scrub
 from conformance.report.verdict import certify
-from conformance.results import CaseResult, Outcome, summarise
+from conformance.runner.results import CaseResult, Outcome, summarise
 
 if TYPE_CHECKING:
-    from conformance.engine import Target
+    from conformance.runner.engine import Target
 
 SCHEMA_VERSION = 1
 TOOL_NAME = "stomp-conformance"
@@ -24,7 +24,7 @@ NOT_RUN = (Outcome.SKIPPED, Outcome.UNSUPPORTED)
 
 def schema() -> dict[str, Any]:
     """The JSON Schema of the report (draft 2020-12)."""
-    return package_schema("report.schema.json")
+    return package_schema("conformance.report", "report.schema.json")
 
 
 def _by_version(results: list[CaseResult]) -> dict[str, dict[str, dict[str, int]]]:

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from conformance.report.files import write_atomic
+from conformance.files import write_atomic
+from conformance.report.rendering import escape_text, render_transcript
 from conformance.report.scrub import scrub
-from conformance.report.transcript import escape_text, render_transcript
-from conformance.results import CaseResult, Outcome
+from conformance.runner.results import CaseResult, Outcome
 from conformance.spec import catalogue
 
 if TYPE_CHECKING:
-    from conformance.engine import Target
+    from conformance.runner.engine import Target
 
 #: the attributes junit-10.xsd allows on each element
 ALLOWED = {

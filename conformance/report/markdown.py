@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from conformance.files import write_atomic
 from conformance.report import view
-from conformance.report.files import write_atomic
-from conformance.results import SEVERITY, Outcome
+from conformance.runner.results import SEVERITY, Outcome
 
 #: Rows of the table of case runs that did not pass; the rest are counted.
 ROWS = 50

@@ -44,13 +44,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conformance.report.files import write_atomic
+from conformance.files import write_atomic
 from conformance.report.scrub import Scrubber, scrub
-from conformance.results import CaseResult
+from conformance.runner.results import CaseResult
 
 if TYPE_CHECKING:
-    from conformance.engine import Target
-    from conformance.fuzz.findings import Finding
+    from conformance.fuzz.network.findings import Finding
+    from conformance.runner.engine import Target
 
 SCHEMA_VERSION = 1
 KIND = "case_result"

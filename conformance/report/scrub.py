@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from conformance.results import CaseResult, Record
+from conformance.runner.results import CaseResult, Record
 
 if TYPE_CHECKING:
-    from conformance.engine import Target
+    from conformance.runner.engine import Target
 
 MASK = "***"
 _HEADER = re.compile(rb"(?im)^passcode:([^\r\n\x00]*)")

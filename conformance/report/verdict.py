@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.results import CaseResult, Outcome
+from conformance.runner.results import CaseResult, Outcome
 
 #: Outcomes of case runs that did not run: nothing graded, no version spoken.
 NOT_RUN = (Outcome.SKIPPED, Outcome.UNSUPPORTED)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.report.transcript import show_hidden
+from conformance.report.rendering import show_hidden
 from conformance.report.verdict import report_certification
 from conformance.spec import catalogue
 

@@ -1,0 +1,550 @@
+"""A fuzz campaign: `jobs` workers send inputs from a generator to one broker, each on a
+fresh connection with a deadline, and the oracle judges every answer; a liveness probe (a
+new connection must still get CONNECTED) runs every `probe_every` seconds and at once
+after an input that ended in a close or a timeout. A failed probe is a crash finding.
+
+Everything lasting is in the campaign folder (store.py) the moment it exists: a finding is
+saved when found, then confirmed (sent again), minimised and saved again; the state
+(counters, and the input number every earlier input is judged below) is saved every two
+seconds. A campaign killed at any point resumes from the folder: input N of seed S is the
+same input in every run, so a resumed campaign goes on where the last one stopped.
+
+The engine emits events (Started, Progress, FindingSaved, Note, Finished); the live
+display and any other reporter handle them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import hashlib
+import random
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from conformance.fuzz.inputs.generators import Generator
+from conformance.fuzz.inputs.model import FuzzInput
+from conformance.fuzz.network.findings import BrokerInfo, Finding, masked, new_finding, signature
+from conformance.fuzz.network.folder import (
+    MAX_CORPUS,
+    MAX_CORPUS_INPUT,
+    CampaignDir,
+    CampaignDirError,
+    State,
+    campaign_id,
+)
+from conformance.fuzz.network.minimise import minimise
+from conformance.fuzz.network.oracle import Anomaly, Kind, Oracle, Unreachable, Verdict
+from conformance.report.records import timestamp
+from conformance.runner.results import Outcome
+from conformance.spec import statement_id
+
+#: kinds after which the broker may have gone down: probe at once
+_SUSPICIOUS = frozenset({Kind.CLOSED_VALID, Kind.CLOSED_WITHOUT_ERROR, Kind.TIMEOUT})
+_SUSPECTS = 16
+_SAVE_EVERY = 2.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    #: seconds this run fuzzes
+    budget: float
+    jobs: int = 16
+    #: seconds an input may take; seconds a connection may stay open after ERROR
+    deadline: float = 2.0
+    grace: float = 1.0
+    #: seconds spent minimising each finding (0: none)
+    minimise: float = 10.0
+    probe_every: float = 0.5
+    #: seconds to wait for a broker that failed its probe to answer again
+    recovery: float = 10.0
+    #: seconds between Progress events
+    tick: float = 0.5
+
+
+@dataclass
+class Stats:
+    """What the display shows: this run's share of the campaign's counters, and its rate."""
+
+    elapsed: float = 0.0
+    budget: float = 0.0
+    inputs: int = 0
+    total_inputs: int = 0
+    #: inputs per second over the last few seconds
+    rate: float = 0.0
+    probes: int = 0
+    anomalies: int = 0
+    unanswered: int = 0
+    harness_errors: int = 0
+    findings: dict[str, int] = field(default_factory=dict)  # grade -> count
+
+    @property
+    def found(self) -> int:
+        return sum(self.findings.values())
+
+
+@dataclass(frozen=True)
+class Started:
+    state: State
+    resumed: bool
+    findings: int
+    settings: Settings
+    folder: Path
+
+
+@dataclass(frozen=True)
+class Progress:
+    stats: Stats
+
+
+@dataclass(frozen=True)
+class FindingSaved:
+    finding: Finding
+    path: Path
+    #: False when an earlier save of the same finding is rewritten (confirmed, minimised)
+    new: bool
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    stats: Stats
+    findings: list[Finding]
+    reason: str
+
+
+Event = Started | Progress | FindingSaved | Note | Finished
+Handler = Callable[[Event], None]
+
+
+def open_folder(root: Path, *, seed: int | None, broker: BrokerInfo, generator: str,
+                versions: Sequence[str], tool_version: str) -> tuple[CampaignDir, State, bool]:
+    """Lock the campaign folder and read or start its state: (folder, state, resumed).
+    CampaignDirError when the folder holds another campaign (other seed, broker or
+    generator) or a campaign runs in it."""
+    folder = CampaignDir(root)
+    folder.lock()
+    try:
+        state = folder.load_state()
+        if state is not None:
+            clash = []
+            if seed is not None and seed != state.seed:
+                clash.append(f"seed {state.seed}, not {seed}")
+            if state.broker.id != broker.id:
+                clash.append(f"broker {state.broker.id}, not {broker.id}")
+            if state.generator != generator:
+                clash.append(f"generator {state.generator}, not {generator}")
+            if clash:
+                raise CampaignDirError(f"{root} holds another campaign ({'; '.join(clash)}): "
+                                       "resume it with the same settings or use another "
+                                       "--corpus")
+            state.broker = broker  # the address may move (the embedded broker's port)
+            return folder, state, True
+        now = timestamp()
+        state = State(campaign=campaign_id(), seed=seed if seed is not None else
+                      random.SystemRandom().randrange(1 << 32), broker=broker,
+                      generator=generator, versions=tuple(versions), created=now, updated=now,
+                      tool_version=tool_version)
+        folder.save_state(state)
+        return folder, state, False
+    except BaseException:
+        folder.unlock()
+        raise
+
+
+class Campaign:
+    def __init__(self, *, oracle: Oracle, generator: Generator, folder: CampaignDir,
+                 state: State, settings: Settings, resumed: bool = False,
+                 passcode: str | None = None, handlers: Sequence[Handler] = (),
+                 on_finding: Callable[[list[Finding]], None] | None = None) -> None:
+        self.oracle, self.generator, self.folder = oracle, generator, folder
+        self._patient = Oracle(oracle.target, deadline=oracle.deadline * 5,
+                               grace=oracle.grace * 5)
+        self.state, self.settings, self.resumed = state, settings, resumed
+        self.handlers = list(handlers)
+        self._passcode = passcode
+        self._on_finding = on_finding
+        self.findings: dict[str, Finding] = {}
+        self._by_signature: dict[tuple[str, ...], str] = {}
+        self.corpus: dict[str, FuzzInput] = {}
+        self._corpus_list: list[FuzzInput] = []
+        self.stats = Stats(budget=settings.budget)
+        self._counted_before = replace(state.counters)  # this run's stats are the difference
+        self._stop = asyncio.Event()
+        self._up = asyncio.Event()
+        self._probe_now = asyncio.Event()
+        self._probe_lock = asyncio.Lock()
+        self._next = state.counters.frontier
+        self._in_flight: set[int] = set()
+        self._recent: collections.deque[FuzzInput] = collections.deque(maxlen=_SUSPECTS)
+        self._minimising: set[asyncio.Task[None]] = set()
+        self._saving: set[asyncio.Task[None]] = set()
+        self._write_lock = asyncio.Lock()
+        self._last_probe = 0.0
+        self._hits_changed: set[str] = set()
+        self._reason = "time budget"
+        self._start = 0.0
+        self._end = 0.0
+        self._elapsed_before = state.counters.elapsed_s
+        self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=20)
+
+    # -- events ---------------------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        for handler in self.handlers:
+            handler(event)
+
+    def stop(self, reason: str = "interrupted") -> None:
+        """Stop after the inputs under way (safe to call from a signal handler)."""
+        if not self._stop.is_set():
+            self._reason = reason
+            self._stop.set()
+
+    # -- the run --------------------------------------------------------------------------
+
+    async def run(self) -> list[Finding]:
+        """Fuzz for the budget; the findings of the whole campaign. Raises Unreachable
+        when the broker does not answer a first probe."""
+        self.findings = self.folder.load_findings()
+        self._by_signature = {f.signature: f.id for f in self.findings.values()}
+        self.corpus = self.folder.load_corpus()
+        self._corpus_list = list(self.corpus.values())
+        why = await self.oracle.alive()
+        if why is not None:
+            raise Unreachable(why)
+        loop = asyncio.get_running_loop()
+        self._start = time.monotonic()
+        self._end = self._start + self.settings.budget
+        self.state.counters.runs += 1
+        self._count_findings()
+        self._save_state()
+        self._up.set()
+        self.emit(Started(self.state, self.resumed, len(self.findings), self.settings,
+                          self.folder.root))
+        for finding in self.findings.values():
+            if not finding.minimised and finding.kind is not Kind.CRASH:
+                self._spawn_minimiser(finding)  # killed before it was done: do it now
+        timer = loop.call_later(self.settings.budget, self.stop, "time budget")
+        workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.jobs)]
+        chores = [asyncio.create_task(self._prober()), asyncio.create_task(self._ticker())]
+        try:
+            await self._stop.wait()
+        finally:
+            timer.cancel()
+            # Inputs under way get half a second to end; one cut short stays below the
+            # frontier and is sent again by the next run.
+            await self._drain(workers, 0.5)
+            await self._drain(chores, 0)
+            await self._drain(list(self._minimising), self.settings.deadline + 0.5)
+            if self._saving:  # every finding found is written, whatever happens
+                await asyncio.wait(list(self._saving))
+            self._finish_hits()
+            self._save_state()
+        findings = sorted(self.findings.values(), key=lambda f: f.found_at)
+        self.emit(Finished(self._snapshot(), findings, self._reason))
+        return findings
+
+    async def _drain(self, tasks: list[asyncio.Task[None]], grace: float) -> None:
+        if tasks and grace > 0:
+            await asyncio.wait(tasks, timeout=grace)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _worker(self) -> None:
+        while not self._stop.is_set():
+            await self._up.wait()
+            if self._stop.is_set():
+                return
+            index = self._next
+            self._next += 1
+            self._in_flight.add(index)
+            done = False
+            try:
+                fuzz = self.generator.draw(self._rng(index), self._corpus_list)
+                try:
+                    verdict = await self.generator.run(self.oracle, fuzz)
+                except Unreachable as error:
+                    await self._unreachable(str(error))
+                    done = True
+                    continue
+                self._judged(index, fuzz, verdict)
+                done = True
+            except Exception as error:  # a fault of the fuzzer itself: counted, shown
+                done = True
+                self.stats.harness_errors += 1
+                if self.stats.harness_errors <= 3:
+                    self.emit(Note(f"harness error on input {index}: "
+                                   f"{type(error).__name__}: {error}"))
+            finally:
+                if done:  # else cancelled at the end: left for the next run
+                    self._in_flight.discard(index)
+
+    def _rng(self, index: int) -> random.Random:
+        return random.Random(self.state.seed << 40 | index)
+
+    def _judged(self, index: int, fuzz: FuzzInput, verdict: Verdict) -> None:
+        counters = self.state.counters
+        counters.inputs += 1
+        self._recent.append(fuzz)
+        if verdict.anomalies:
+            counters.anomalies += len(verdict.anomalies)
+            for anomaly in verdict.anomalies:
+                self._anomaly(anomaly, fuzz, verdict, index)
+            if any(a.kind in _SUSPICIOUS for a in verdict.anomalies):
+                self._probe_now.set()
+        self._consider_corpus(fuzz, verdict)
+
+    # -- findings -------------------------------------------------------------------------
+
+    def _anomaly(self, anomaly: Anomaly, fuzz: FuzzInput, verdict: Verdict, index: int,
+                 suspects: tuple[FuzzInput, ...] = ()) -> None:
+        sig = signature(anomaly, fuzz, self.generator.name)
+        known = self._by_signature.get(sig)
+        if known is not None:
+            finding = self.findings[known]
+            self.findings[known] = finding.updated(hits=finding.hits + 1)
+            self._hits_changed.add(known)
+            return
+        finding = new_finding(
+            anomaly, fuzz, generator=self.generator.name,
+            response=masked(verdict.response, self._passcode), ended=verdict.ended,
+            broker=self.state.broker, campaign=self.state.campaign, seed=self.state.seed,
+            index=index, found_at=timestamp(), elapsed=self._elapsed(),
+            inputs=self.state.counters.inputs, tool_version=self.state.tool_version,
+            suspects=suspects)
+        self._by_signature[sig] = finding.id
+        self.findings[finding.id] = finding
+        saved = self._keep(self._saving, self._save(finding, new=True))
+        if finding.kind is not Kind.CRASH:
+            self._spawn_minimiser(finding, after=saved)
+
+    async def _save(self, finding: Finding, *, new: bool) -> None:
+        """Write the finding (synced, in a thread: the inputs under way go on), then the
+        state and the records; one save at a time, so a later version is written last."""
+        self.findings[finding.id] = finding
+        async with self._write_lock:
+            path = await asyncio.to_thread(self.folder.save_finding, finding)
+            self._count_findings()
+            self._save_state()
+            if self._on_finding is not None:
+                await asyncio.to_thread(self._on_finding, list(self.findings.values()))
+        self.emit(FindingSaved(finding, path, new))
+
+    @staticmethod
+    def _keep(tasks: set[asyncio.Task[None]], job: Coroutine[Any, Any, None]
+              ) -> asyncio.Task[None]:
+        task = asyncio.create_task(job)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return task
+
+    def _spawn_minimiser(self, finding: Finding,
+                         after: asyncio.Task[None] | None = None) -> None:
+        self._keep(self._minimising, self._confirm_and_minimise(finding.id, after))
+
+    async def _reproduces(self, fuzz: FuzzInput, sig: tuple[str, ...], *,
+                          patient: bool = False) -> Verdict | None:
+        """The verdict when `fuzz` shows the anomaly of `sig` again, else None. `patient`
+        (to confirm): with five times the deadline, so that what a broker slowed by the
+        campaign's own load did late is not confirmed as a hang or a connection left open."""
+        try:
+            verdict = await self.generator.run(self._patient if patient else self.oracle, fuzz)
+        except Unreachable:
+            return None
+        name = self.generator.name
+        return verdict if any(signature(a, fuzz, name) == sig for a in verdict.anomalies) \
+            else None
+
+    async def _confirm_and_minimise(self, finding_id: str,
+                                    after: asyncio.Task[None] | None) -> None:
+        """Send the finding's input again (twice at most): confirmed if it shows again;
+        then minimise it within its budget and the campaign's, and save the smallest
+        input with the answer it got when it last showed the anomaly."""
+        if after is not None:
+            await asyncio.shield(after)
+        finding = self.findings[finding_id]
+        sig = finding.signature
+        last = await self._reproduces(finding.input, sig, patient=True) or \
+            await self._reproduces(finding.input, sig, patient=True)
+        if last is None or self.settings.minimise <= 0:
+            await self._save(self.findings[finding_id].updated(confirmed=last is not None),
+                             new=False)
+            return
+        shown = [last]  # the verdict of the latest input that showed it: minimise's best
+        budget = min(self.settings.minimise, max(self._end - time.monotonic(), 0))
+
+        async def reproduces(candidate: FuzzInput) -> bool:
+            verdict = await self._reproduces(candidate, sig)
+            if verdict is not None:
+                shown.append(verdict)
+            return verdict is not None
+
+        smallest = await minimise(finding.input, reproduces, budget=budget,
+                                  keep=self.generator.keep)
+        verdict = shown[-1]
+        anomaly = next(a for a in verdict.anomalies
+                       if signature(a, smallest, self.generator.name) == sig)
+        await self._save(self.findings[finding_id].updated(
+            confirmed=True, minimised=True, input=smallest, detail=anomaly.detail,
+            response=masked(verdict.response, self._passcode), ended=verdict.ended),
+            new=False)
+
+    def _finish_hits(self) -> None:
+        for finding_id in self._hits_changed:
+            with contextlib.suppress(OSError):
+                self.folder.save_finding(self.findings[finding_id], sync=False)
+        self._hits_changed.clear()
+
+    def _count_findings(self) -> None:
+        counts: dict[str, int] = collections.Counter(
+            f.grade.value if f.confirmed is not False else "not confirmed"
+            for f in self.findings.values())
+        self.stats.findings = dict(counts)
+
+    # -- liveness -------------------------------------------------------------------------
+
+    async def _probe(self) -> str | None:
+        """None when a new connection gets CONNECTED (one retry), else why not."""
+        counters = self.state.counters
+        for attempt in range(2):
+            counters.probes += 1
+            why = await self.oracle.alive()
+            if why is None:
+                return None
+            counters.failed_probes += 1
+            if attempt == 0:
+                await asyncio.sleep(0.2)
+        return why
+
+    async def _prober(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.probe_every):
+                    await self._probe_now.wait()
+            # At once after a suspicious input, but not more than ten times a second: a
+            # probe is a connection the broker pays for like any input.
+            await asyncio.sleep(max(self._last_probe + 0.1 - time.monotonic(), 0))
+            self._probe_now.clear()
+            self._last_probe = time.monotonic()
+            async with self._probe_lock:
+                if not self._up.is_set():
+                    continue
+                why = await self._probe()
+                if why is not None:
+                    await self._down(why)
+
+    async def _unreachable(self, why: str) -> None:
+        """An input's handshake went unanswered: a crash if a probe fails too."""
+        async with self._probe_lock:
+            if not self._up.is_set():
+                return
+            probe = await self._probe()
+            if probe is None:
+                self.state.counters.unanswered += 1
+                return
+            await self._down(f"{why}; then {probe}")
+
+    async def _down(self, why: str) -> None:
+        """The broker failed its liveness probe: a crash finding, then wait for it."""
+        self._up.clear()
+        version = self.oracle.target.versions[-1]
+        last = self._recent[-1] if self._recent else None
+        if last is not None:
+            anomaly = Anomaly(Kind.CRASH, statement_id("connecting.connected-response", version),
+                              f"a new connection gets no CONNECTED: {why}")
+            verdict = Verdict(response=b"", ended="no CONNECTED")
+            self._anomaly(anomaly, last, verdict, self._next - 1, suspects=tuple(self._recent))
+        self.emit(Note(f"the broker failed its liveness probe ({why}); waiting up to "
+                       f"{self.settings.recovery:g} s for it"))
+        waited = time.monotonic()
+        while time.monotonic() - waited < self.settings.recovery and not self._stop.is_set():
+            await asyncio.sleep(1.0)
+            if await self.oracle.alive() is None:
+                self.emit(Note(f"the broker answers again after "
+                               f"{time.monotonic() - waited:.1f} s"))
+                self._up.set()
+                return
+        if not self._stop.is_set():
+            self.stop("the broker stopped answering")
+        self._up.set()  # let the workers see the stop
+
+    # -- corpus, state, progress ----------------------------------------------------------
+
+    def _consider_corpus(self, fuzz: FuzzInput, verdict: Verdict) -> None:
+        if len(self.corpus) >= MAX_CORPUS or len(fuzz.data) > MAX_CORPUS_INPUT:
+            return
+        behaviour = (self.generator.name, fuzz.mutation, fuzz.version, verdict.ended,
+                     *verdict.commands[:4], *sorted(a.kind.value for a in verdict.anomalies))
+        key = hashlib.sha256("\x1f".join(behaviour).encode()).hexdigest()[:16]
+        if key in self.corpus:
+            return
+        self.corpus[key] = fuzz
+        self._corpus_list.append(fuzz)
+        with contextlib.suppress(OSError):  # a hint: a full disk loses a corpus entry only
+            self.folder.add_corpus(key, fuzz, behaviour)
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    def _frontier(self) -> int:
+        return min(self._in_flight) if self._in_flight else self._next
+
+    def _save_state(self) -> None:
+        counters = self.state.counters
+        counters.frontier = self._frontier()
+        if self._start:
+            counters.elapsed_s = round(self._elapsed_before + self._elapsed(), 3)
+        self.state.updated = timestamp()
+        self.folder.save_state(self.state)
+
+    def _snapshot(self) -> Stats:
+        stats, counters, before = self.stats, self.state.counters, self._counted_before
+        stats.elapsed = self._elapsed()
+        stats.inputs = counters.inputs - before.inputs
+        stats.probes = counters.probes - before.probes
+        stats.unanswered = counters.unanswered - before.unanswered
+        stats.total_inputs = counters.inputs
+        stats.anomalies = counters.anomalies
+        now = time.monotonic()
+        self._samples.append((now, stats.inputs))
+        first_time, first_count = self._samples[0]
+        if now - first_time > 0:
+            stats.rate = (stats.inputs - first_count) / (now - first_time)
+        return Stats(**{**stats.__dict__, "findings": dict(stats.findings)})
+
+    async def _ticker(self) -> None:
+        saved = time.monotonic()
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.tick):
+                    await self._stop.wait()
+            self.emit(Progress(self._snapshot()))
+            if time.monotonic() - saved >= _SAVE_EVERY:
+                saved = time.monotonic()
+                self._save_state()
+
+
+def counts(finding: Finding) -> bool:
+    """Whether a finding counts for the exit code: confirmed, or not sent again yet
+    unless it is a timeout (which a broker slowed by the campaign's load may show once)."""
+    if finding.confirmed is None:
+        return finding.kind is not Kind.TIMEOUT
+    return finding.confirmed
+
+
+def worst(findings: Sequence[Finding]) -> Outcome | None:
+    """The worst grade among the `findings` that count (None: none does)."""
+    order = (Outcome.FAILED, Outcome.NON_STRICT, Outcome.INFORMATIONAL)
+    grades = {f.grade for f in findings if counts(f)}
+    return next((g for g in order if g in grades), None)

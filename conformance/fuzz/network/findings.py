@@ -1,0 +1,191 @@
+"""A finding: one distinct way a broker departs from the spec, with the input that shows
+it. Findings are told apart by a signature (`signature`): the anomaly's kind and statement,
+and what it is about (the mutation of a broken input, the command of a broken response
+frame; nothing more for well-formed input, whose features are many and whose fault is one).
+
+A finding file is JSON (`Finding.to_json`): the reproducer (the minimised input once the
+minimiser is done: its writes as latin-1 text and as hex), the first MAX_RESPONSE octets
+the broker answered with (passcode masked), the classification (kind, statement, grade,
+detail), where it was found (campaign, seed, input number, time), the broker, and the
+command that replays it. `FORMAT` and `SCHEMA_VERSION` head every file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from functools import cache
+from typing import Any
+
+from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.network.oracle import Anomaly, Kind, grade
+from conformance.report.scrub import Scrubber
+from conformance.runner.results import Outcome
+from conformance.wire.transport import is_loopback, parse_broker
+
+FORMAT = "stomp-conformance-fuzz-finding"
+SCHEMA_VERSION = 1
+
+
+def signature(anomaly: Anomaly, fuzz: FuzzInput, generator: str) -> tuple[str, ...]:
+    """What makes two anomalies the same finding."""
+    if anomaly.kind is Kind.CRASH:
+        return (generator, anomaly.kind.value)
+    if anomaly.about:
+        return (generator, anomaly.kind.value, anomaly.statement, anomaly.about)
+    if fuzz.expect is Expect.VALID:
+        return (generator, anomaly.kind.value, anomaly.statement)
+    return (generator, anomaly.kind.value, anomaly.statement, fuzz.mutation)
+
+
+def finding_id(sig: tuple[str, ...]) -> str:
+    """`KIND-HASH`: readable in a folder listing, stable for a signature."""
+    digest = hashlib.sha256("\x1f".join(sig).encode()).hexdigest()[:10]
+    return f"{sig[1]}-{digest}"
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """The broker a finding was found on: enough to replay it, no credentials. `id` is
+    PROFILE@WHERE (WHERE is `embedded` for the reference broker the command starts)."""
+
+    id: str
+    address: str  # host:port, or "" for the reference broker the command starts
+    profile: str
+    faults: tuple[str, ...] = ()
+    embedded: bool = False
+    tls: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "address": self.address, "profile": self.profile,
+                "faults": list(self.faults), "embedded": self.embedded, "tls": self.tls}
+
+    @classmethod
+    def from_json(cls, data: Any) -> BrokerInfo:
+        return cls(id=str(data["id"]), address=str(data.get("address", "")),
+                   profile=str(data.get("profile", "reference")),
+                   faults=tuple(str(f) for f in data.get("faults", ())),
+                   embedded=bool(data.get("embedded", False)), tls=bool(data.get("tls", False)))
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    signature: tuple[str, ...]
+    kind: Kind
+    statement: str
+    grade: Outcome
+    detail: str
+    #: what the anomaly is about besides the input's mutation (a response frame's command)
+    about: str
+    generator: str
+    input: FuzzInput
+    #: the first octets the broker answered the reproducer with, passcode masked
+    response: bytes
+    #: how the exchange ended: "RECEIPT", "ERROR, open", "closed", "deadline", ...
+    ended: str
+    broker: BrokerInfo
+    campaign: str
+    seed: int
+    #: the input's number in the campaign, and when it was found
+    index: int
+    found_at: str
+    found_after_s: float
+    found_after_inputs: int
+    original_octets: int
+    minimised: bool = False
+    #: whether sending the input again showed the anomaly again (None: not tried yet)
+    confirmed: bool | None = None
+    #: for a crash: the inputs sent since the last good liveness probe, oldest first
+    suspects: tuple[FuzzInput, ...] = ()
+    #: how many inputs showed it (this one included)
+    hits: int = 1
+    tool_version: str = ""
+    #: what a generator other than the grammar one keeps about its input
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def replay_command(self, path: str) -> str:
+        address = self.broker.address
+        flags = " --allow-remote" if address and not _loopback(address) else ""
+        return f"stomp-conformance replay {path}{flags}"
+
+    def updated(self, **changes: Any) -> Finding:
+        return replace(self, **changes)
+
+    def to_json(self, path: str = "") -> dict[str, Any]:
+        return {
+            "format": FORMAT, "schema_version": SCHEMA_VERSION, "id": self.id,
+            "signature": list(self.signature), "kind": self.kind.value,
+            "statement": self.statement, "grade": self.grade.value, "detail": self.detail,
+            "about": self.about, "generator": self.generator,
+            "input": self.input.to_json(),
+            "input_hex": [c.hex() for c in self.input.chunks],
+            "response": self.response.decode("latin-1"), "response_octets": len(self.response),
+            "ended": self.ended, "broker": self.broker.to_json(), "campaign": self.campaign,
+            "seed": self.seed, "index": self.index, "found_at": self.found_at,
+            "found_after_s": round(self.found_after_s, 3),
+            "found_after_inputs": self.found_after_inputs,
+            "original_octets": self.original_octets, "minimised": self.minimised,
+            "confirmed": self.confirmed, "suspects": [s.to_json() for s in self.suspects],
+            "hits": self.hits, "tool_version": self.tool_version,
+            "replay": self.replay_command(path) if path else "", "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Finding:
+        """The finding of `to_json`; ValueError saying what is wrong."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"not a finding file (no \"format\": \"{FORMAT}\")")
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"finding schema version {data.get('schema_version')!r} is not "
+                             f"{SCHEMA_VERSION}: written by another version of the tool")
+        try:
+            return cls(
+                id=str(data["id"]), signature=tuple(str(s) for s in data["signature"]),
+                kind=Kind(data["kind"]), statement=str(data["statement"]),
+                grade=Outcome(data["grade"]), detail=str(data["detail"]),
+                about=str(data.get("about", "")), generator=str(data["generator"]),
+                input=FuzzInput.from_json(data["input"]),
+                response=str(data.get("response", "")).encode("latin-1"),
+                ended=str(data.get("ended", "")), broker=BrokerInfo.from_json(data["broker"]),
+                campaign=str(data.get("campaign", "")), seed=int(data.get("seed", 0)),
+                index=int(data.get("index", 0)), found_at=str(data.get("found_at", "")),
+                found_after_s=float(data.get("found_after_s", 0.0)),
+                found_after_inputs=int(data.get("found_after_inputs", 0)),
+                original_octets=int(data.get("original_octets", 0)),
+                minimised=bool(data.get("minimised", False)), confirmed=data.get("confirmed"),
+                suspects=tuple(FuzzInput.from_json(s) for s in data.get("suspects", ())),
+                hits=int(data.get("hits", 1)), tool_version=str(data.get("tool_version", "")),
+                extra=dict(data.get("extra") or {}),
+            )
+        except KeyError as missing:
+            raise ValueError(f"finding file lacks the field {missing}") from None
+        except (TypeError, UnicodeEncodeError) as error:
+            raise ValueError(f"malformed finding file: {error}") from None
+
+
+@cache  # a finding is saved up to four times, and a host name needs a lookup
+def _loopback(address: str) -> bool:
+    try:
+        return is_loopback(parse_broker(address))
+    except ValueError:
+        return False
+
+
+def masked(response: bytes, passcode: str | None) -> bytes:
+    """`response` with the passcode (and any passcode header's value) masked."""
+    return Scrubber(passcode).octets(response)
+
+
+def new_finding(anomaly: Anomaly, fuzz: FuzzInput, *, generator: str, response: bytes,
+                ended: str, broker: BrokerInfo, campaign: str, seed: int, index: int,
+                found_at: str, elapsed: float, inputs: int, tool_version: str,
+                suspects: tuple[FuzzInput, ...] = ()) -> Finding:
+    sig = signature(anomaly, fuzz, generator)
+    return Finding(
+        id=finding_id(sig), signature=sig, kind=anomaly.kind, statement=anomaly.statement,
+        grade=grade(anomaly, fuzz), detail=anomaly.detail, about=anomaly.about,
+        generator=generator, input=fuzz, response=response, ended=ended, broker=broker,
+        campaign=campaign, seed=seed, index=index, found_at=found_at, found_after_s=elapsed,
+        found_after_inputs=inputs, original_octets=len(fuzz.data), suspects=suspects,
+        tool_version=tool_version)

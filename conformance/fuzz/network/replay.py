@@ -1,0 +1,64 @@
+"""Replaying a finding: its reproducer sent again on fresh connections and judged by the
+same oracle; it reproduces when an anomaly of the same signature shows. A crash finding
+sends its suspect inputs in order, then probes: it reproduces when the probe fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from conformance.fuzz.inputs.generators import Generator
+from conformance.fuzz.network.findings import Finding, signature
+from conformance.fuzz.network.oracle import Anomaly, Kind, Oracle, Unreachable, Verdict
+
+
+@dataclass
+class Replayed:
+    tries: int = 0
+    reproduced: int = 0
+    #: the verdict of each try (for a crash: the last suspect's), in order
+    verdicts: list[Verdict] = field(default_factory=list)
+    #: the anomaly that matched, from the first try that reproduced
+    matched: Anomaly | None = None
+
+
+async def replay(finding: Finding, oracle: Oracle, generator: Generator, *,
+                 times: int = 1) -> Replayed:
+    """Send the finding's reproducer `times` times. Raises Unreachable when the broker
+    cannot be reached before the first try."""
+    why = await oracle.alive()
+    if why is not None:
+        raise Unreachable(why)
+    out = Replayed()
+    for _ in range(times):
+        out.tries += 1
+        if finding.kind is Kind.CRASH:
+            await _crash_try(finding, oracle, generator, out)
+            continue
+        try:
+            verdict = await generator.run(oracle, finding.input)
+        except Unreachable as error:
+            verdict = Verdict(ended=f"unreachable: {error}")
+        out.verdicts.append(verdict)
+        for anomaly in verdict.anomalies:
+            if signature(anomaly, finding.input, finding.generator) == finding.signature:
+                out.reproduced += 1
+                out.matched = out.matched or anomaly
+                break
+    return out
+
+
+async def _crash_try(finding: Finding, oracle: Oracle, generator: Generator,
+                     out: Replayed) -> None:
+    last = Verdict()
+    for suspect in finding.suspects or (finding.input,):
+        try:
+            last = await generator.run(oracle, suspect)
+        except Unreachable as error:
+            last = Verdict(ended=f"unreachable: {error}")
+            break
+    out.verdicts.append(last)
+    why = await oracle.alive()
+    if why is not None:
+        out.reproduced += 1
+        out.matched = out.matched or Anomaly(Kind.CRASH, finding.statement,
+                                             f"a new connection gets no CONNECTED: {why}")

@@ -1,0 +1,72 @@
+"""The console reporter: a progress line while cases run, then a summary and the cases that
+did not pass, each with its statement and expected vs observed, and last the certification
+verdict. Honours NO_COLOR (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from conformance.report.verdict import certify
+from conformance.runner.engine import CaseFinished, EngineEvent, RunFinished, RunStarted
+from conformance.runner.results import Outcome, summarise
+
+STYLE = {
+    Outcome.PASSED: "green", Outcome.FAILED: "bold red", Outcome.NON_STRICT: "yellow",
+    Outcome.INFORMATIONAL: "cyan", Outcome.UNSUPPORTED: "dim", Outcome.KNOWN_DEVIATION: "magenta",
+    Outcome.ERROR: "bold red", Outcome.SKIPPED: "dim",
+}
+
+
+class ConsoleReporter:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[tally]}"),
+                                 TimeElapsedColumn(), console=self.console, transient=True)
+        self.task = self.progress.add_task("cases", total=0, tally="")
+        self.failed = 0
+
+    def __call__(self, event: EngineEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.console.print(f"stomp-conformance: {event.total} case runs against "
+                               f"{event.target.address.display} "
+                               f"(profile {event.target.profile.name})")
+            self.progress.update(self.task, total=event.total)
+            self.progress.start()
+        elif isinstance(event, CaseFinished):
+            self.failed += event.result.outcome in (Outcome.FAILED, Outcome.ERROR)
+            self.progress.update(self.task, advance=1, tally=f"{self.failed} failed")
+        elif isinstance(event, RunFinished):
+            self.progress.stop()
+            self.finish(event)
+
+    def finish(self, event: RunFinished) -> None:
+        results = event.results
+        for r in results:
+            if r.outcome in (Outcome.PASSED, Outcome.SKIPPED, Outcome.UNSUPPORTED):
+                continue
+            line = Text(f"{r.outcome.value:15}", style=STYLE[r.outcome])
+            line.append(f" {r.id} [{r.version}]", style="bold")
+            line.append(f"  {r.file}:{r.step_line or r.line}\n    ")
+            line.append(r.deviation or r.message or "")
+            self.console.print(line)
+        summary = summarise(results)
+        self.console.print(f"{summary['total']} case runs in {event.duration:.1f} s")
+        table = Table(show_header=True)
+        table.add_column("outcome")
+        table.add_column("count", justify="right")
+        for outcome in Outcome:
+            count = summary["outcomes"][outcome.value]
+            if count:
+                table.add_row(Text(outcome.value, style=STYLE[outcome]), str(count))
+        self.console.print(table)
+        server = event.server.get("server")
+        if server:
+            self.console.print(Text(f"server: {server}", style="dim"))
+        certification = certify(results)  # the line every report opens with
+        colour = {True: "bold green", False: "bold red", None: "bold yellow"}
+        self.console.print(Text(certification.text, style=colour[certification.conforms]),
+                           soft_wrap=True)

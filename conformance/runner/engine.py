@@ -1,0 +1,426 @@
+"""The engine: runs cases against a broker and emits events. The CLI, the pytest plugin
+and every report are handlers of these events; none of them runs a case itself.
+
+Each case runs once per version it names that the profile speaks, with its own
+connections, its own unique destinations and a byte-exact transcript. `jobs` cases run at
+once (they wait on the network most of the time); a case has a timeout, the run a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from conformance.profiles import Profile
+from conformance.runner.results import (
+    BROKEN,
+    Budget,
+    CaseResult,
+    Outcome,
+    Record,
+    Transcript,
+    worst,
+)
+from conformance.runner.steps import (
+    STEPS,
+    CaseError,
+    SetupRefused,
+    StepFailed,
+    heart_beat_pair,
+    violations,
+)
+from conformance.scenario import Case, Step
+from conformance.scenario.loader import load_file
+from conformance.spec import catalogue
+from conformance.spec.grammar import VERSIONS
+from conformance.wire.connection import Connection
+from conformance.wire.transport import (
+    BrokerAddress,
+    TlsOptions,
+    TransportError,
+    open_transport,
+)
+
+VARIABLE = re.compile(r"\$\{([^}]*)\}")
+#: The most violations a case keeps (each grades the case; more only repeat them).
+MAX_FOUND = 100
+
+
+@dataclass(frozen=True)
+class Target:
+    address: BrokerAddress
+    profile: Profile
+    tls: TlsOptions | None = None
+    #: flags win over the address's userinfo, which wins over the profile
+    login: str | None = field(default=None, repr=False)
+    passcode: str | None = field(default=None, repr=False)
+    host: str | None = None
+    #: capability -> what the run saw of it, for those found out from the broker
+    probed: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def credentials(self) -> tuple[str | None, str | None]:
+        return (self.login or self.address.login or self.profile.login,
+                self.passcode or self.address.passcode or self.profile.passcode)
+
+
+# -- events --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunStarted:
+    target: Target
+    total: int
+
+
+@dataclass(frozen=True)
+class CaseStarted:
+    case: Case
+    version: str
+
+
+@dataclass(frozen=True)
+class CaseFinished:
+    result: CaseResult
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    results: list[CaseResult]
+    duration: float
+    #: headers of the broker's CONNECTED seen first (server, version, ...)
+    server: dict[str, str]
+
+
+EngineEvent = RunStarted | CaseStarted | CaseFinished | RunFinished
+Handler = Callable[[EngineEvent], None]
+
+
+class HarnessError(Exception):
+    """The run cannot start or go on (broker unreachable, bad TLS setup): one line."""
+
+
+# -- one case ------------------------------------------------------------------------------
+
+class CaseRun:
+    """The state of one case at one version: connections, variables, grades."""
+
+    def __init__(self, case: Case, version: str, target: Target, run_id: str) -> None:
+        self.case, self.version, self.target = case, version, target
+        self.started = time.monotonic()
+        self.transcript = Transcript()
+        self.connections: dict[str, Connection] = {}
+        self.grades: list[tuple[Outcome, str]] = []
+        self.found: list[tuple[str, str]] = []  # (statement, text) from the validator
+        self.server: dict[str, str] = {}
+        self.step: Step | None = None
+        login, passcode = target.credentials
+        self.login, self.passcode = login, passcode
+        self.host = target.host or target.profile.host or target.address.host
+        #: the user or the profile named the virtual host (else it is the address's)
+        self.host_given = bool(target.host or target.profile.host)
+        slug = re.sub(r"[^a-z0-9]+", "-", case.id)
+        unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
+        self.variables: dict[str, str] = {
+            "queue": target.profile.queue.format(name=unique),
+            "queue2": target.profile.queue.format(name=unique + "-2"),
+            "topic": target.profile.topic.format(name=unique),
+            "topic2": target.profile.topic.format(name=unique + "-2"),
+            "id": unique, "host": self.host, "version": version,
+            "login": login or "", "passcode": passcode or "",
+        }
+
+    def clock(self) -> float:
+        return time.monotonic() - self.started
+
+    def substitute(self, text: str, quote: Callable[[str], str] = str) -> str:
+        return VARIABLE.sub(lambda m: quote(self.variables.get(m.group(1), m.group(0))), text)
+
+    def headers(self, given: Any) -> list[tuple[str, str]]:
+        pairs = given.items() if isinstance(given, dict) else (given or [])
+        return [(self.substitute(str(k)), self.substitute(str(v))) for k, v in pairs]
+
+    async def open(self, name: str) -> Connection:
+        if name in self.connections:
+            raise CaseError(f"connection {name!r} is already open")
+        try:
+            transport = await open_transport(self.target.address, tls=self.target.tls)
+        except TransportError as error:
+            raise CaseError(str(error)) from None
+        self.transcript.add(Record(self.clock(), "note", name, note=f"open {transport.peer}"))
+        conn = Connection(name, transport, self.transcript, self.clock)
+        conn.set_version(self.version)
+        self.connections[name] = conn
+        return conn
+
+    def conn(self, args: dict[str, Any]) -> Connection:
+        name = args.get("conn", "main")
+        if name not in self.connections:
+            raise CaseError(f"connection {name!r} is not open (add an open or connect step)")
+        return self.connections[name]
+
+    def judge(self, conn: Connection, frame: Any) -> None:
+        """Every frame received goes through the validator, looked for or not."""
+        if frame.command == "CONNECTED":
+            conn.server_heart_beat = heart_beat_pair(frame.get("heart-beat"))
+            if not self.server:
+                self.server = frame.header_map
+        for judged in violations(conn, frame):
+            if len(self.found) < MAX_FOUND:  # a storm of bad frames: the first ones say it
+                self.found.append((judged.statement, judged.text))
+
+    def grade(self, outcome: Outcome, note: str) -> None:
+        self.grades.append((outcome, note))
+
+    def grade_of(self, statement: str) -> Outcome:
+        return BROKEN[catalogue()[statement].level.strength]
+
+    async def execute(self) -> None:
+        for step in self.case.steps:
+            self.step = step
+            await STEPS[step.kind](self, step.args)
+
+    async def close(self) -> None:
+        for conn in self.connections.values():
+            try:
+                await conn.close()
+            except TransportError:
+                pass
+
+
+def _result(run: CaseRun, outcome: Outcome, **extra: Any) -> CaseResult:
+    case = run.case
+    return CaseResult(
+        id=case.id, title=case.title, version=run.version, outcome=outcome, level=case.level,
+        statements=case.statements, versions=case.versions, area=case.area, file=case.file,
+        line=case.line, duration_ms=(time.monotonic() - run.started) * 1000,
+        transcript=run.transcript.finish(), **extra)
+
+
+async def run_case(case: Case, version: str, target: Target, *, timeout: float,
+                   run_id: str, strict: bool = False,
+                   served: bool | None = None) -> tuple[CaseResult, dict[str, str]]:
+    """Run one case at one version; never raises for anything the broker does. With
+    `strict`, a deviation the profile declares is still named but keeps its grade.
+    `served`: whether the broker gave the run's settings a session at this version before
+    the cases (None: not tried). A session refused here though refused there while other
+    versions were served is the broker's fault, a failure; else an error of the setup
+    (refused settings, or a broker that served the same CONNECT before and is now at a
+    limit, of connections say)."""
+    run = CaseRun(case, version, target, run_id)
+    profile = target.profile
+    if version not in profile.versions:
+        return _result(run, Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
+                       f"speak STOMP {version}"), {}
+    missing = [c for c in case.requires if not profile.supports(c)]
+    if missing:
+        return _result(run, Outcome.UNSUPPORTED, message="; ".join(
+            target.probed.get(c, f"profile {profile.name!r} declares {c} absent")
+            for c in missing)), {}
+    failure: StepFailed | None = None
+    error = ""
+    refused = False
+    try:
+        async with asyncio.timeout(case.timeout or timeout):
+            await run.execute()
+    except StepFailed as failed:
+        failure = failed
+    except SetupRefused as problem:
+        if served is False:
+            failure = StepFailed("CONNECTED", problem.observed)
+        else:
+            error, refused = str(problem), True
+            if served:
+                error += " (it served the same CONNECT before the cases: at a limit of " \
+                         "connections? try fewer --jobs)"
+            elif not problem.observed.startswith("nothing"):  # an ERROR or a close
+                error += " (check --login, --passcode, --vhost or the profile)"
+    except CaseError as problem:
+        error = str(problem)
+    except TimeoutError:
+        error = f"the case did not finish within its timeout of {case.timeout or timeout:g} s"
+    except Exception as problem:  # a harness bug: one case's error, not the run's end
+        error = f"harness error in step at line {run.step.line if run.step else 0}: " \
+                f"{type(problem).__name__}: {problem}"
+    finally:
+        await run.close()
+    step = run.step
+    fields: dict[str, Any] = {"step_line": step.line if step else 0,
+                              "violations": [text for _, text in run.found]}
+    if error:
+        return _result(run, Outcome.ERROR, message=error, setup_refused=refused,
+                       **fields), run.server
+    grades = [g for g, _ in run.grades]
+    grades += [run.grade_of(s) for s, _ in run.found]
+    if failure is not None:
+        grades.append(failure.grade or BROKEN[case.level])
+        fields.update(expected=failure.expected, observed=failure.observed,
+                      message=f"line {fields['step_line']}: expected {failure.expected}; "
+                              f"observed {failure.observed}",
+                      statement=case.statements[0])
+    outcome = worst(*grades)
+    if failure is None and run.found and outcome != Outcome.PASSED:
+        statement, text = next((f for f in run.found if run.grade_of(f[0]) == outcome),
+                               run.found[0])
+        fields.update(message=text, statement=statement)
+    elif failure is None:
+        fields["message"] = next((note for g, note in run.grades if g == outcome and note), "")
+    deviation = profile.deviation(case.id, version)
+    if deviation and outcome in (Outcome.FAILED, Outcome.NON_STRICT):
+        fields["deviation"] = f"{deviation.observed} ({deviation.reason})"
+        if not strict:
+            outcome = Outcome.KNOWN_DEVIATION
+    return _result(run, outcome, **fields), run.server
+
+
+# -- the run -------------------------------------------------------------------------------
+
+#: The session every case needs: the CONNECT a `connect: {}` step sends with the run's
+#: settings, tried once per version before the cases.
+SESSION = Case(id="setup.session", title="a CONNECT with the run's settings",
+               statements=("connecting.connected-response",
+                           "connecting.connected-response-v10"),
+               versions=VERSIONS, level="must", tags=(), requires=(), timeout=None,
+               steps=(Step("connect", {}, 0),))
+
+
+@cache
+def capability_cases() -> dict[tuple[str, str, bool], Case]:
+    """(capability, version, held) -> the case of scenario/capabilities.yaml that shows
+    the broker has the capability at that version (held: lacks it legally)."""
+    shipped = Path(str(resources.files("conformance.scenario") / "capabilities.yaml"))
+    return {(tag.split(":", 1)[1], case.versions[0], "held" in case.tags): case
+            for case in load_file(shipped) for tag in case.tags
+            if tag.startswith("capability:")}
+
+
+def _unrun(case: Case, version: str, outcome: Outcome, message: str,
+           **extra: Any) -> CaseResult:
+    return CaseResult(case.id, case.title, version, outcome, case.level, case.statements,
+                      case.versions, case.area, case.file, case.line, message=message,
+                      **extra)
+
+
+class Engine:
+    def __init__(self, target: Target, *, jobs: int = 4, case_timeout: float = 30.0,
+                 deadline: float | None = None, strict: bool = False,
+                 transcripts: int = 16 << 20) -> None:
+        if jobs < 1:
+            raise ValueError("jobs must be at least 1")
+        self.target, self.jobs, self.strict = target, jobs, strict
+        self.case_timeout, self.deadline = case_timeout, deadline
+        self.run_id = uuid.uuid4().hex[:8]
+        #: what the run's results keep of their transcripts, in all (octets)
+        self.kept = Budget(transcripts)
+        #: version -> why the broker refused the session there, when it refused it at
+        #: every version (see `sessions`)
+        self.refused: dict[str, str] = {}
+        #: the versions at which it served the session
+        self.served: set[str] = set()
+
+    async def preflight(self) -> None:
+        """Fail fast, with one line, when the broker cannot be reached at all."""
+        try:
+            transport = await open_transport(self.target.address, tls=self.target.tls)
+        except TransportError as error:
+            raise HarnessError(str(error)) from None
+        await transport.close()
+
+    async def sessions(self) -> None:
+        """A CONNECT with the run's settings at each version the profile speaks. Refused
+        at every one, the settings or the broker's state are at fault and no case can check
+        its statement (`refused`); refused at some only, the broker breaks a rule there (a
+        1.0 CONNECT answered as 1.2, say)."""
+        async def refusal(version: str) -> str:
+            result, _ = await run_case(SESSION, version, self.target,
+                                       timeout=self.case_timeout, run_id=self.run_id)
+            return f"STOMP {version}: {result.message}" if result.setup_refused else ""
+
+        chosen = list(self.target.profile.versions)
+        answers = await asyncio.gather(*map(refusal, chosen))
+        refused = {v: why for v, why in zip(chosen, answers, strict=True) if why}
+        if len(refused) < len(chosen):
+            # served at one version: those refused are tried again one at a time, as a
+            # broker may serve only a few connections at once
+            refused = {v: why for v in refused if (why := await refusal(v))}
+        self.served = set(chosen) - refused.keys()
+        self.refused = refused if not self.served else {}
+
+    async def capabilities(self, cases: Iterable[Case]) -> None:
+        """Find out from the broker each capability a case requires that the profile does
+        not declare and scenario/capabilities.yaml can show, at the highest version that
+        shows it: absent only where the broker was seen to lack it legally."""
+        profile = self.target.profile
+        wanted = {c for case in cases for c in case.requires} - profile.capabilities.keys()
+        found: dict[str, bool | int] = {}
+        probed: dict[str, str] = {}
+        for name in sorted(wanted):
+            version = next((v for v in reversed(profile.versions)
+                            if (name, v, False) in capability_cases()), None)
+            if version is None:
+                continue
+            has, _ = await run_case(capability_cases()[name, version, False], version,
+                                    self.target, timeout=self.case_timeout, run_id=self.run_id)
+            if has.outcome == Outcome.PASSED:
+                continue
+            held, _ = await run_case(capability_cases()[name, version, True], version,
+                                     self.target, timeout=self.case_timeout, run_id=self.run_id)
+            if held.outcome == Outcome.PASSED:
+                found[name] = False
+                probed[name] = f"{name} absent, as the broker showed at STOMP {version}: " \
+                               f"{held.title[0].lower()}{held.title[1:]}"
+        if found:
+            self.target = replace(self.target, probed=probed, profile=replace(
+                profile, capabilities={**profile.capabilities, **found}))
+
+    async def run(self, cases: Iterable[Case], handlers: Iterable[Handler] = ()) -> list[
+            CaseResult]:
+        handlers = list(handlers)
+
+        def emit(event: EngineEvent) -> None:
+            for handler in handlers:
+                handler(event)
+
+        cases = list(cases)
+        work = [(case, version) for case in cases for version in case.versions]
+        started = time.monotonic()
+        await self.preflight()
+        await self.sessions()
+        if not self.refused:
+            await self.capabilities(cases)
+        emit(RunStarted(self.target, len(work)))
+        slots = asyncio.Semaphore(self.jobs)
+        server: dict[str, str] = {}
+
+        async def one(case: Case, version: str) -> CaseResult:
+            async with slots:
+                if self.deadline is not None and time.monotonic() - started > self.deadline:
+                    result = _unrun(case, version, Outcome.SKIPPED, "the run's deadline passed")
+                elif version in self.refused:
+                    result = _unrun(case, version, Outcome.ERROR, self.refused[version],
+                                    setup_refused=True)
+                else:
+                    emit(CaseStarted(case, version))
+                    result, seen = await run_case(case, version, self.target,
+                                                  timeout=self.case_timeout,
+                                                  run_id=self.run_id, strict=self.strict,
+                                                  served=version in self.served)
+                    if isinstance(result.transcript, Transcript):
+                        self.kept.keep(result.transcript)
+                    if seen and "server" not in server:  # a 1.0 CONNECTED may not name it
+                        server.clear()
+                        server.update(seen)
+                emit(CaseFinished(result))
+                return result
+
+        results = await asyncio.gather(*(one(c, v) for c, v in work))
+        ordered = sorted(results, key=lambda r: r.key)
+        emit(RunFinished(ordered, time.monotonic() - started, server))
+        return ordered

@@ -1,0 +1,157 @@
+"""One connection of a case: a transport, an observing parser, and the transcript.
+
+A reader task turns every byte the broker sends into events as it arrives, so a frame, a
+heart-beat or a close is timestamped when it happens, not when a step asks for it.
+Memory stays bounded: the parser's limits cut an endless or huge frame, and a broker that
+floods frames nobody asks for is cut at `MAX_QUEUED` events or `MAX_QUEUED_OCTETS` of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+
+from conformance.codec import Frame, Heartbeat, Limits, Parser, StompError
+from conformance.runner.results import Record, Transcript, octets
+from conformance.wire.transport import Transport, TransportError
+
+MAX_QUEUED = 500
+MAX_QUEUED_OCTETS = 1 << 20
+#: What a case accepts from a broker: no case makes a broker send a frame of more than a
+#: few KiB, and these bound what a connection holds (`jobs` cases, each with a few).
+LIMITS = Limits(max_headers=1_000, max_header_line=64 * 1024, max_body=1 << 20,
+                max_frame=(1 << 20) + (64 << 10))
+
+
+class Closed:
+    """The broker closed the connection (or reset it, or broke the harness's limits)."""
+
+    def __init__(self, reason: str, at: float = 0.0) -> None:
+        self.reason = reason
+        self.at = at  # when the harness saw it, on the case's clock
+
+    def __repr__(self) -> str:
+        return f"Closed({self.reason!r})"
+
+
+Event = Frame | Heartbeat | Closed
+
+
+class Connection:
+    def __init__(self, name: str, transport: Transport, transcript: Transcript,
+                 clock: Callable[[], float], *, limits: Limits = LIMITS) -> None:
+        self.name = name
+        self.transport = transport
+        self.transcript = transcript
+        self.clock = clock
+        self.parser = Parser(version="1.2", strict=False, limits=limits)
+        self.version = "1.2"
+        #: the CONNECT's accept-version list, for judging CONNECTED
+        self.offered: list[str] | None = None
+        #: subscription id -> ack mode, for judging MESSAGE's ack header
+        self.ack_modes: dict[str, str] = {}
+        #: the heart-beat offers, (cx, cy) sent in CONNECT and (sx, sy) read from CONNECTED
+        #: (a missing header is 0,0; None: CONNECTED's header is not two integers)
+        self.heart_beat: tuple[int, int] = (0, 0)
+        self.server_heart_beat: tuple[int, int] | None = (0, 0)
+        self.queue: deque[Event] = deque()
+        self._queued = 0  # octets of the frames in the queue
+        self._arrived = asyncio.Event()
+        self.closed: Closed | None = None
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    def set_version(self, version: str) -> None:
+        self.version = version
+        self.parser.version = version  # type: ignore[assignment]
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                data = await self.transport.receive()
+                if not data:
+                    self._close("the broker closed the connection")
+                    return
+                self.transcript.add(Record(self.clock(), "in", self.name, data))
+                try:
+                    events = self.parser.feed(data)
+                except StompError as error:
+                    self.queue.extend(getattr(error, "events", []))
+                    self._close(f"the broker broke the harness's limits: {error}")
+                    await self.transport.abort()
+                    return
+                self.queue.extend(events)
+                self._queued += sum(e.size for e in events if isinstance(e, Frame))
+                if len(self.queue) > MAX_QUEUED or self._queued > MAX_QUEUED_OCTETS:
+                    self._close(f"the broker sent more than {len(self.queue) - 1} frames "
+                                f"({octets(self._queued)}) nobody read")
+                    self.queue.clear()  # nobody will: the close is what the case sees
+                    self._queued = 0
+                    await self.transport.abort()
+                    return
+                self._arrived.set()
+        except TransportError as error:
+            self._close(str(error))
+        except asyncio.CancelledError:
+            raise
+
+    def _close(self, reason: str) -> None:
+        if self.closed is None:
+            try:
+                self.parser.eof()
+            except StompError as error:
+                reason += f" in the middle of a frame ({error.message})"
+            self.closed = Closed(reason, self.clock())
+            self.transcript.add(Record(self.closed.at, "close", self.name, note=reason))
+        self._arrived.set()
+
+    async def send(self, data: bytes, *, chunk: int = 0, pause: float = 0.0) -> None:
+        """Write `data`, in pieces of `chunk` octets with `pause` seconds between them."""
+        size = chunk or len(data) or 1
+        for start in range(0, len(data), size):
+            piece = data[start:start + size]
+            self.transcript.add(Record(self.clock(), "out", self.name, piece))
+            try:
+                await self.transport.send(piece)
+            except TransportError as error:
+                # The broker closed or reset mid-send: what it did is for the next
+                # expectation to judge, not a harness failure.
+                self.transcript.add(Record(self.clock(), "note", self.name,
+                                           note=f"send failed: {error}"))
+                return
+            if pause and start + size < len(data):
+                await asyncio.sleep(pause)
+
+    async def next_event(self, timeout: float, *, heartbeats: bool = False) -> Event | None:
+        """The next frame (and heart-beat, if asked), a Closed once the queue is drained
+        after a close, or None when nothing came within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while self.queue:
+                event = self.queue.popleft()
+                if isinstance(event, Frame):
+                    self._queued -= event.size
+                if heartbeats or not isinstance(event, Heartbeat):
+                    return event
+            if self.closed is not None:
+                return self.closed
+            self._arrived.clear()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except TimeoutError:
+                return None
+
+    async def close(self, *, abort: bool = False) -> None:
+        self._reader.cancel()
+        try:
+            await self._reader
+        except (asyncio.CancelledError, Exception):  # the reader's end is already recorded
+            pass
+        if abort:
+            await self.transport.abort()
+        else:
+            await self.transport.close()
