@@ -23,10 +23,11 @@ from dataclasses import dataclass, field, replace
 from conformance.broker import FAULTS, embedded
 from conformance.broker.variants import VARIANTS, Variant, variant
 from conformance.profiles import load_profile
-from conformance.runner.engine import Engine, Target
+from conformance.runner.engine import Engine
 from conformance.runner.results import SEVERITY, CaseResult, Outcome, worst
 from conformance.scenario import Case
 from conformance.spec import catalogue
+from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
 CLEAN = (Outcome.PASSED, Outcome.INFORMATIONAL)

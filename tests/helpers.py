@@ -13,10 +13,11 @@ from pathlib import Path
 
 from conformance.codec import Frame, Heartbeat, Parser, StompError
 from conformance.profiles import load_profile
-from conformance.runner.engine import Engine, EngineEvent, Target
+from conformance.runner.engine import Engine, EngineEvent
 from conformance.runner.results import CaseResult
 from conformance.scenario import load_file
 from conformance.spec.grammar import Version
+from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
 Outcome = tuple[list[tuple[object, ...]], tuple[str, str | None, int | None] | None]

@@ -22,10 +22,11 @@ from peers import serving
 from conformance.broker import FAULTS, Broker, BrokerConfig
 from conformance.codec import Frame, Limits, Parser, encode
 from conformance.profiles import load_profile
-from conformance.runner.engine import Engine, Target
+from conformance.runner.engine import Engine
 from conformance.runner.results import Outcome
 from conformance.scenario import load_file
 from conformance.spec import catalogue
+from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
 

@@ -20,7 +20,8 @@ from conformance.runner.engine import (
     RunFinished,
     RunStarted,
 )
-from conformance.runner.results import Budget, Outcome, Record, Transcript
+from conformance.runner.results import Outcome
+from conformance.wire.transcript import Budget, Record, Transcript
 
 CONVERSATION = case("""
     - connect: {}

@@ -264,9 +264,9 @@ def test_a_second_campaign_in_the_same_folder_is_refused_while_one_runs(tmp_path
 def test_a_broker_that_stops_answering_is_a_crash_finding(tmp_path: Path) -> None:
     """A peer that answers like a broker for a while, then stops listening: the liveness
     probe fails, the crash is saved with the inputs sent before it, the campaign stops."""
-    from conformance.fuzz.inputs.generators import GrammarGenerator
     from conformance.fuzz.network.campaign import Campaign, Settings, open_folder, worst
     from conformance.fuzz.network.findings import BrokerInfo
+    from conformance.fuzz.network.generators import GrammarGenerator
     from conformance.fuzz.network.oracle import Oracle, Target
     from conformance.runner.results import Outcome
     from conformance.spec.grammar import VERSIONS

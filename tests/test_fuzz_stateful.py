@@ -13,10 +13,10 @@ import pytest
 from conformance.broker import BrokerConfig, embedded
 from conformance.fuzz.stateful.explore import StatefulOptions, replay_case, run_stateful
 from conformance.profiles import load_profile
-from conformance.runner.engine import Target
 from conformance.runner.results import Outcome
 from conformance.scenario import load_file
 from conformance.spec.session import Model, State
+from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
 #: The in-process broker answers in well under a millisecond.

@@ -16,7 +16,8 @@ from conformance.broker import BrokerConfig
 from conformance.codec import Frame, Limits, Parser, encode
 from conformance.probes import Grade, ProbeOptions, ProbeVerdict, probe
 from conformance.profiles import load_profile
-from conformance.runner.engine import HarnessError, Target
+from conformance.runner.engine import HarnessError
+from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
 LIMITS = Limits(max_headers=37, max_header_line=700, max_body=3000, max_frame=100_000)

@@ -37,10 +37,12 @@ from conformance.report import (
 from conformance.report.json_report import chunks, dumps
 from conformance.report.junit import ALLOWED
 from conformance.report.verdict import certify
-from conformance.runner.engine import Engine, RunFinished, RunStarted, Target
-from conformance.runner.results import CaseResult, Outcome, Record
+from conformance.runner.engine import Engine, RunFinished, RunStarted
+from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import load_cases
 from conformance.spec import catalogue
+from conformance.wire.target import Target
+from conformance.wire.transcript import Record
 from conformance.wire.transport import parse_broker
 
 XSD = Path(__file__).parent / "data" / "junit.xsd"

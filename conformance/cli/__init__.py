@@ -30,12 +30,13 @@ from conformance.report.baseline import BaselineDiff, compare_baseline, load_rep
 from conformance.report.compare import compare, compare_html, compare_markdown, dumps_json
 from conformance.report.console import ConsoleReporter
 from conformance.report.history import load_history
-from conformance.runner.engine import Engine, HarnessError, Target
+from conformance.runner.engine import Engine, HarnessError
 from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_cases
 from conformance.selftest import coverage, selftest, selftest_variants
 from conformance.spec import Level, Party, catalogue
 from conformance.spec.grammar import HEART_BEAT, VERSIONS
+from conformance.wire.target import Target
 from conformance.wire.transport import BrokerAddress, TlsOptions, parse_broker
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3

@@ -23,11 +23,11 @@ from rich.text import Text
 from conformance import __version__
 from conformance.broker import BrokerConfig
 from conformance.broker.child import ChildBrokerError, reference_process
-from conformance.fuzz.inputs.generators import generator
 from conformance.fuzz.network.campaign import Campaign, Settings, open_folder, worst
 from conformance.fuzz.network.display import CampaignDisplay
 from conformance.fuzz.network.findings import BrokerInfo, Finding
 from conformance.fuzz.network.folder import CampaignDir, CampaignDirError, load_finding
+from conformance.fuzz.network.generators import generator
 from conformance.fuzz.network.oracle import Oracle, Target, Unreachable
 from conformance.fuzz.network.replay import Replayed, replay
 from conformance.profiles import Profile, ProfileError, load_profile

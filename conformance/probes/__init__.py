@@ -37,12 +37,13 @@ from rich.text import Text
 from conformance.broker import BrokerConfig, embedded
 from conformance.codec import Frame, encode, encode_raw
 from conformance.profiles import ProfileError, load_profile
-from conformance.runner.engine import HarnessError, Target
-from conformance.runner.results import Transcript
+from conformance.runner.engine import HarnessError
 from conformance.runner.steps import brief
 from conformance.spec import statement_id
 from conformance.spec.grammar import Version
 from conformance.wire.connection import Closed, Connection
+from conformance.wire.target import Target
+from conformance.wire.transcript import Transcript
 from conformance.wire.transport import (
     TlsOptions,
     TransportError,

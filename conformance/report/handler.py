@@ -14,7 +14,8 @@ from conformance.report.json_report import chunks, report_json
 from conformance.report.junit import report_junit
 from conformance.report.markdown import render_markdown
 from conformance.report.records import write_records
-from conformance.runner.engine import EngineEvent, RunFinished, RunStarted, Target
+from conformance.runner.engine import EngineEvent, RunFinished, RunStarted
+from conformance.wire.target import Target
 
 
 class ReportWriter:

@@ -14,7 +14,7 @@ from conformance.report.verdict import certify
 from conformance.runner.results import CaseResult, Outcome, summarise
 
 if TYPE_CHECKING:
-    from conformance.runner.engine import Target
+    from conformance.wire.target import Target
 
 SCHEMA_VERSION = 1
 TOOL_NAME = "stomp-conformance"

@@ -22,7 +22,7 @@ from conformance.runner.results import CaseResult, Outcome
 from conformance.spec import catalogue
 
 if TYPE_CHECKING:
-    from conformance.runner.engine import Target
+    from conformance.wire.target import Target
 
 #: the attributes junit-10.xsd allows on each element
 ALLOWED = {

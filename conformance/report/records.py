@@ -50,7 +50,7 @@ from conformance.runner.results import CaseResult
 
 if TYPE_CHECKING:
     from conformance.fuzz.network.findings import Finding
-    from conformance.runner.engine import Target
+    from conformance.wire.target import Target
 
 SCHEMA_VERSION = 1
 KIND = "case_result"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 
-from conformance.runner.results import Record
+from conformance.wire.transcript import Record
 
 #: Unicode categories shown as octets: controls, format (zero-width, bidi overrides),
 #: surrogates, private use, unassigned (XML's non-characters among them), line separators.

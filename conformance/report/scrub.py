@@ -12,10 +12,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from conformance.runner.results import CaseResult, Record
+from conformance.runner.results import CaseResult
+from conformance.wire.transcript import Record
 
 if TYPE_CHECKING:
-    from conformance.runner.engine import Target
+    from conformance.wire.target import Target
 
 MASK = "***"
 _HEADER = re.compile(rb"(?im)^passcode:([^\r\n\x00]*)")

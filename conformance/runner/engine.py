@@ -12,23 +12,14 @@ import asyncio
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from conformance.profiles import Profile
-from conformance.runner.results import (
-    BROKEN,
-    Budget,
-    CaseResult,
-    Outcome,
-    Record,
-    Transcript,
-    worst,
-)
+from conformance.runner.results import BROKEN, CaseResult, Outcome, worst
 from conformance.runner.steps import (
     STEPS,
     CaseError,
@@ -42,9 +33,9 @@ from conformance.scenario.loader import load_file
 from conformance.spec import catalogue
 from conformance.spec.grammar import VERSIONS
 from conformance.wire.connection import Connection
+from conformance.wire.target import Target
+from conformance.wire.transcript import Budget, Record, Transcript
 from conformance.wire.transport import (
-    BrokerAddress,
-    TlsOptions,
     TransportError,
     open_transport,
 )
@@ -52,24 +43,6 @@ from conformance.wire.transport import (
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
 #: The most violations a case keeps (each grades the case; more only repeat them).
 MAX_FOUND = 100
-
-
-@dataclass(frozen=True)
-class Target:
-    address: BrokerAddress
-    profile: Profile
-    tls: TlsOptions | None = None
-    #: flags win over the address's userinfo, which wins over the profile
-    login: str | None = field(default=None, repr=False)
-    passcode: str | None = field(default=None, repr=False)
-    host: str | None = None
-    #: capability -> what the run saw of it, for those found out from the broker
-    probed: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def credentials(self) -> tuple[str | None, str | None]:
-        return (self.login or self.address.login or self.profile.login,
-                self.passcode or self.address.passcode or self.profile.passcode)
 
 
 # -- events --------------------------------------------------------------------------------

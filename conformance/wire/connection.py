@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 
 from conformance.codec import Frame, Heartbeat, Limits, Parser, StompError
-from conformance.runner.results import Record, Transcript, octets
+from conformance.wire.transcript import Record, Transcript, octets
 from conformance.wire.transport import Transport, TransportError
 
 MAX_QUEUED = 500

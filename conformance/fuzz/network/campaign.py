@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from conformance.fuzz.inputs.generators import Generator
 from conformance.fuzz.inputs.model import FuzzInput
 from conformance.fuzz.network.findings import BrokerInfo, Finding, masked, new_finding, signature
 from conformance.fuzz.network.folder import (
@@ -37,6 +36,7 @@ from conformance.fuzz.network.folder import (
     State,
     campaign_id,
 )
+from conformance.fuzz.network.generators import Generator
 from conformance.fuzz.network.minimise import minimise
 from conformance.fuzz.network.oracle import Anomaly, Kind, Oracle, Unreachable, Verdict
 from conformance.report.records import timestamp

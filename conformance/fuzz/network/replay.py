@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from conformance.fuzz.inputs.generators import Generator
 from conformance.fuzz.network.findings import Finding, signature
+from conformance.fuzz.network.generators import Generator
 from conformance.fuzz.network.oracle import Anomaly, Kind, Oracle, Unreachable, Verdict
 
 

@@ -34,12 +34,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from conformance.codec import Frame, encode, encode_raw, validate_server_frame
-from conformance.runner.engine import Target
-from conformance.runner.results import Transcript
 from conformance.runner.steps import brief
 from conformance.spec import catalogue, statement_id
 from conformance.spec.session import MODES, Message, Model, Problem
 from conformance.wire.connection import Closed, Connection
+from conformance.wire.target import Target
+from conformance.wire.transcript import Transcript
 from conformance.wire.transport import TransportError, open_transport
 
 T = TypeVar("T")

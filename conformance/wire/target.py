@@ -1,0 +1,28 @@
+"""The broker under test as the harness reaches it: its address, profile, TLS options and
+the run's settings (credentials, virtual host) with their one order of precedence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from conformance.profiles import Profile
+from conformance.wire.transport import BrokerAddress, TlsOptions
+
+
+@dataclass(frozen=True)
+class Target:
+    address: BrokerAddress
+    profile: Profile
+    tls: TlsOptions | None = None
+    #: flags win over the address's userinfo, which wins over the profile
+    login: str | None = field(default=None, repr=False)
+    passcode: str | None = field(default=None, repr=False)
+    host: str | None = None
+    #: capability -> what the run saw of it, for those found out from the broker
+    probed: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def credentials(self) -> tuple[str | None, str | None]:
+        return (self.login or self.address.login or self.profile.login,
+                self.passcode or self.address.passcode or self.profile.passcode)
