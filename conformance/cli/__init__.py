@@ -18,10 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from conformance import __version__
-from conformance.broker import FAULTS, Broker, BrokerConfig, embedded
-from conformance.broker.server import CHOICES, LIMITS
+from conformance.broker import CHOICES, FAULTS, LIMITS, Broker, BrokerConfig, embedded
 from conformance.broker.variants import VARIANTS, variant
 from conformance.cli.arguments import positive, seconds
+from conformance.cli.options import tls_options
 from conformance.cli.pipeline import add_pipeline
 from conformance.files import STDOUT, ReportFileError, write_atomic
 from conformance.profiles import ProfileError, load_profile, shipped
@@ -37,7 +37,7 @@ from conformance.selftest import coverage, selftest, selftest_variants
 from conformance.spec import Level, Party, catalogue
 from conformance.spec.grammar import HEART_BEAT, VERSIONS
 from conformance.wire.target import Target
-from conformance.wire.transport import BrokerAddress, TlsOptions, parse_broker
+from conformance.wire.transport import BrokerAddress, parse_broker
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 
@@ -135,10 +135,7 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, ProfileError) as error:
         print(f"stomp-conformance: {error}", file=sys.stderr)
         return EXIT_USAGE
-    tls = None
-    if (address and address.tls) or args.tls_ca or args.tls_cert or args.tls_no_verify:
-        tls = TlsOptions(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
-                         verify=not args.tls_no_verify)
+    tls = tls_options(args, address)
     cases = _cases(args)
     if not cases:
         print("stomp-conformance: no case matches", file=sys.stderr)

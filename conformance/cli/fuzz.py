@@ -23,6 +23,7 @@ from rich.text import Text
 from conformance import __version__
 from conformance.broker import BrokerConfig
 from conformance.broker.child import ChildBrokerError, reference_process
+from conformance.cli.options import tls_options
 from conformance.fuzz.network.campaign import Campaign, Settings, open_folder, worst
 from conformance.fuzz.network.display import CampaignDisplay
 from conformance.fuzz.network.findings import BrokerInfo, Finding
@@ -129,10 +130,7 @@ def _where(args: argparse.Namespace, *, broker: str | None, profile: str,
         BrokerConfig(faults=frozenset(faults))
     except ValueError as error:
         raise UsageError(str(error)) from None
-    tls = None
-    if (address and address.tls) or args.tls_ca or args.tls_cert or args.tls_no_verify:
-        tls = TlsOptions(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
-                         verify=not args.tls_no_verify)
+    tls = tls_options(args, address)
     return Where(address, loaded, profile, tuple(sorted(set(faults))), tls, args.login,
                  args.passcode, args.vhost)
 

@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.text import Text
 
 from conformance.broker import BrokerConfig, embedded
+from conformance.cli.options import tls_options
 from conformance.codec import Frame, encode, encode_raw
 from conformance.profiles import ProfileError, load_profile
 from conformance.runner.engine import HarnessError
@@ -45,7 +46,6 @@ from conformance.wire.connection import Closed, Connection
 from conformance.wire.target import Target
 from conformance.wire.transcript import Transcript
 from conformance.wire.transport import (
-    TlsOptions,
     TransportError,
     is_loopback,
     open_transport,
@@ -644,10 +644,7 @@ def probe_command(args: argparse.Namespace) -> int:
     if address is not None and not args.allow_remote and not is_loopback(address):
         return usage(f"{address.display} is not on this machine: the probes send hostile "
                      "input; add --allow-remote if that broker is yours to probe")
-    tls = None
-    if (address and address.tls) or args.tls_ca or args.tls_cert or args.tls_no_verify:
-        tls = TlsOptions(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
-                         verify=not args.tls_no_verify)
+    tls = tls_options(args, address)
     chosen = args.probe or PROBES
 
     def progress(text: str) -> None:
