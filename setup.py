@@ -4,11 +4,11 @@ see benchmarks/broker.py). That needs a C compiler and Python's headers; pip fet
 
     STOMP_CONFORMANCE_MYPYC=1 pip install .
 
-Everything else is in pyproject.toml."""
+The package list is here too (see below); everything else is in pyproject.toml."""
 
 import os
 
-from setuptools import setup
+from setuptools import find_namespace_packages, setup
 
 #: the reference broker's hot path: the codec, the session and the store
 COMPILED = [
@@ -20,7 +20,12 @@ COMPILED = [
     "conformance/broker/session.py",
 ]
 
-options: dict[str, object] = {}
+# Every folder is a package to setuptools, data folders too: listed whole, none is dropped
+# or warned about.
+options: dict[str, object] = {
+    "packages": find_namespace_packages(include=["conformance*"]) + ["conformance.cases"]
+    + [f"conformance.cases.{name}" for name in find_namespace_packages("cases")],
+}
 if os.environ.get("STOMP_CONFORMANCE_MYPYC") == "1":
     try:
         from mypyc.build import mypycify

@@ -1,5 +1,5 @@
 """The JSON report: the source every other format can be made from. Its shape is the
-contract in DESIGN.md ('JSON report'), checked by report.schema.json beside this module."""
+contract in reports/README.md ('JSON report'), checked by report.schema.json beside this module."""
 
 from __future__ import annotations
 
