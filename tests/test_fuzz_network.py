@@ -23,7 +23,7 @@ from conformance.broker import Broker, BrokerConfig
 from conformance.codec import Frame, LimitExceeded, Parser, ProtocolViolation
 from conformance.fuzz.inputs.choices import Choices
 from conformance.fuzz.inputs.expected import deliveries, frames_of
-from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
 from conformance.fuzz.inputs.mutations import MUTATIONS, fuzz_input, weighted
 from conformance.fuzz.inputs.rules import breaks_its_rule, is_what_it_says, well_formed
 from conformance.fuzz.inputs.strategies import (
@@ -34,24 +34,24 @@ from conformance.fuzz.inputs.strategies import (
     valid_inputs,
 )
 from conformance.fuzz.inputs.wellformed import Written, valid_input
-from conformance.fuzz.network.findings import BrokerInfo, Finding, new_finding
-from conformance.fuzz.network.minimise import minimise
-from conformance.fuzz.network.oracle import (
-    MAX_RESPONSE,
-    Anomaly,
-    Kind,
-    Oracle,
-    Target,
-    Unreachable,
-    Verdict,
-)
-from conformance.fuzz.network.reproducer import case_yaml
-from conformance.report.records import (
+from conformance.fuzz.network.finding_records import (
     FINDING_FIELDS,
     FINDING_NULLABLE,
     finding_record,
     write_finding_records,
 )
+from conformance.fuzz.network.findings import BrokerInfo, Finding, new_finding
+from conformance.fuzz.network.minimise import minimise
+from conformance.fuzz.network.oracle import (
+    MAX_RESPONSE,
+    Anomaly,
+    Judgement,
+    Kind,
+    Oracle,
+    Target,
+    Unreachable,
+)
+from conformance.fuzz.network.reproducer import case_yaml
 from conformance.runner.results import Outcome
 from conformance.scenario import load_file
 from conformance.spec import catalogue
@@ -78,7 +78,7 @@ def oracle(port: int, deadline: float = 2.0) -> Oracle:
                   deadline=deadline, grace=min(deadline, 1.0))
 
 
-def judge(port: int, fuzz: FuzzInput, deadline: float = 2.0) -> Verdict:
+def judge(port: int, fuzz: FuzzInput, deadline: float = 2.0) -> Judgement:
     return asyncio.run(oracle(port, deadline).run(fuzz))
 
 
@@ -348,7 +348,7 @@ def test_minimising_against_a_faulty_broker_keeps_the_rule_broken() -> None:
     assert len(frames_of(smallest) or []) == 1  # the well-formed frames before it are gone
 
 
-def _finding(anomaly: Anomaly, fuzz: FuzzInput, verdict: Verdict) -> Finding:
+def _finding(anomaly: Anomaly, fuzz: FuzzInput, verdict: Judgement) -> Finding:
     return new_finding(anomaly, fuzz, generator="grammar", response=verdict.response,
                        ended=verdict.ended, broker=BrokerInfo("reference@embedded", "",
                                                               "reference"),
@@ -390,7 +390,7 @@ def test_every_kind_of_input_makes_a_loadable_case(tmp_path: Path, clean: int) -
 
 def test_finding_files_and_records_round_trip(tmp_path: Path) -> None:
     fuzz = _first("undefined-escape")
-    verdict = Verdict(response=b"CONNECTED\npasscode:hunter2\n\n\x00\xff", ended="RECEIPT")
+    verdict = Judgement(response=b"CONNECTED\npasscode:hunter2\n\n\x00\xff", ended="RECEIPT")
     finding = _finding(Anomaly(Kind.ACCEPTED, fuzz.statement, "accepted"), fuzz, verdict)
     again = Finding.from_json(json.loads(json.dumps(finding.to_json("x.json"))))
     assert again == finding

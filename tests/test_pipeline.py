@@ -29,6 +29,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from conformance.fuzz.network.finding_records import FINDING_FIELDS, FINDING_NULLABLE
 from conformance.pipeline import jobs
 from conformance.pipeline.distributed import TaskSettings, run_campaign, write_findings
 from conformance.pipeline.load import RecordsError, find_inputs, stage
@@ -37,7 +38,6 @@ from conformance.pipeline.schemas import CASE_RESULT, FUZZ_FINDING, required
 from conformance.pipeline.signature import input_shape
 from conformance.pipeline.spark import SparkSettings, Started, first_line, start, stop
 from conformance.report.history import load_history
-from conformance.report.records import FINDING_FIELDS, FINDING_NULLABLE
 
 
 @pytest.fixture(scope="session")

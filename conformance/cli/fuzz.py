@@ -26,13 +26,13 @@ from conformance.broker.child import ChildBrokerError, reference_process
 from conformance.cli.options import tls_options
 from conformance.fuzz.network.campaign import Campaign, Settings, open_folder, worst
 from conformance.fuzz.network.display import CampaignDisplay
+from conformance.fuzz.network.finding_records import finding_record, write_finding_records
 from conformance.fuzz.network.findings import BrokerInfo, Finding
 from conformance.fuzz.network.folder import CampaignDir, CampaignDirError, load_finding
 from conformance.fuzz.network.generators import generator
 from conformance.fuzz.network.oracle import Oracle, Target, Unreachable
 from conformance.fuzz.network.replay import Replayed, replay
 from conformance.profiles import Profile, ProfileError, load_profile
-from conformance.report.records import finding_record, write_finding_records
 from conformance.report.scrub import Scrubber
 from conformance.runner.results import Outcome
 from conformance.spec.grammar import VERSIONS, Version

@@ -1,15 +1,21 @@
-"""Fuzzing: targets for the codec (driven by the atheris harnesses in fuzz/) and the
-differential comparison of our parser with other Python STOMP parsers; and the network
-fuzzer (`stomp-conformance fuzz`, `replay`).
+"""Fuzzing, in four subpackages by job (each imports only those before it here):
 
-The network fuzzer, in the order data flows:
-- choices.py, wellformed.py, mutations.py: inputs built from the grammar data, valid ones
-  and ones that each break one named rule; strategies.py wraps them for Hypothesis;
-- rules.py, expected.py: what an input is (still breaks its rule, still valid) and what it
-  makes a broker send back, judged without a broker;
-- oracle.py: one input on a fresh connection, judged; the liveness probe;
-- generators.py: what a campaign draws from (pluggable);
-- campaign.py, minimise.py, findings.py, reproducer.py, store.py: the campaign loop,
-  findings saved as found, minimised and written as YAML cases, state kept for a resume;
-- display.py, replay.py, command.py: what the command line shows and runs.
+- parsing/: the codec fuzzed alone: targets for the atheris harnesses in fuzz/ (targets.py),
+  and the differential comparison of our parser with other Python STOMP parsers
+  (differential.py, peers.py, draw.py);
+- inputs/: what the network fuzzer sends, judged without a broker: one input (fuzz_input.py),
+  valid sessions and inputs that each break one named rule (choices.py, wellformed.py,
+  mutations.py; strategies.py wraps them for Hypothesis), whether an input is what it says
+  (rules.py), and the MESSAGEs it must get, from the session model (expected.py);
+- network/: `stomp-conformance fuzz` and `replay`: the oracle that sends one input and
+  judges the answer, and the liveness check (oracle.py); what a campaign draws from
+  (generators.py); the campaign loop (campaign.py, its settings and events in events.py),
+  findings saved as found, minimised and written as YAML cases and pipeline records
+  (findings.py, minimise.py, reproducer.py, finding_records.py), the campaign's folder a
+  resume starts from (folder.py); what the command line shows (display.py) and replays
+  (replay.py);
+- stateful/: the stateful fuzzer: a Hypothesis state machine of sessions on two connections
+  checked against the delivery model of conformance/spec/session.py (machine.py for the
+  rules, checking.py for the wire and the case, harness.py for what a run shares), and
+  running it (explore.py).
 """

@@ -103,10 +103,10 @@ def fuzz_task(seed: int, broker: str, budget: float, settings: TaskSettings) -> 
     from conformance.broker.child import ChildBrokerError
     from conformance.cli.fuzz import Where
     from conformance.fuzz.network.campaign import Campaign, Settings, open_folder
+    from conformance.fuzz.network.finding_records import finding_record
     from conformance.fuzz.network.folder import CampaignDirError
     from conformance.fuzz.network.generators import generator
     from conformance.fuzz.network.oracle import Oracle, Unreachable
-    from conformance.report.records import finding_record
     from conformance.report.scrub import Scrubber
     from conformance.spec.grammar import VERSIONS
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from conformance.fuzz.network.finding_records import FINDING_KIND
 from conformance.pipeline import JOBS, jobs
 from conformance.pipeline.load import Inputs, RecordsError, stage
 from conformance.pipeline.report_data import write_report_data
 from conformance.pipeline.schemas import FILE_GLOBS
-from conformance.report.records import FINDING_KIND
 from conformance.report.records import KIND as CASE_KIND
 
 _NEEDS = {"matrix": CASE_KIND, "regressions": CASE_KIND, "flaky": CASE_KIND,

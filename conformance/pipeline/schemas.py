@@ -22,7 +22,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from conformance.report.records import FINDING_KIND
+from conformance.fuzz.network.finding_records import FINDING_KIND
 from conformance.report.records import KIND as CASE_KIND
 
 #: The schema versions of each kind this pipeline reads.

@@ -1,8 +1,13 @@
-"""What the spec requires a broker to deliver, as a model the stateful fuzzer checks a broker
-against. Sans-IO: the fuzzer tells the model what the client did and what arrived; the model
-says whether a delivery was allowed and which deliveries are due.
+"""What the spec requires a broker to deliver, as one model of STOMP sessions: the stateful
+fuzzer checks a broker against it, and the network fuzzer asks it which MESSAGEs one
+well-formed input must get (fuzz/inputs/expected.py). Sans-IO: the caller tells the model
+what the client did and what arrived; the model says whether a delivery was allowed and
+which deliveries are due.
 
-Destinations are queues: each message goes to one consumer. A message is in one state:
+Destinations are queues (each message goes to one consumer), or with `topics` topics: a
+message goes to every subscription of its topic open when it is sent, or when its
+transaction commits, once each, and nowhere when there is none; settling a topic's message
+changes nothing. A message is in one state:
 
 - HELD: sent in a transaction still open ("any messages sent ... during a transaction will
   be processed atomically"): it must not be delivered until COMMIT.
@@ -79,6 +84,8 @@ class Message:
     deliveries: int = 0
     #: released by UNSUBSCRIBE on this connection: queued again when the connection ends
     limbo: tuple[str, int] | None = None
+    #: on a topic: the (slot, subscription) pairs it must still reach, once each
+    copies: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -126,9 +133,12 @@ class Problem:
 
 
 class Model:
-    def __init__(self, *, queues: int = 2, redelivery: bool = True) -> None:
+    def __init__(self, *, queues: int = 2, redelivery: bool = True,
+                 topics: bool = False) -> None:
         self.queues = queues
         self.redelivery = redelivery
+        #: destinations are topics, not queues (see the module)
+        self.topics = topics
         self.sessions: dict[str, Session] = {}
         self.messages: dict[str, Message] = {}
         self.incarnations: dict[str, int] = {}
@@ -165,6 +175,8 @@ class Model:
         if tx is not None:
             self._set(message, State.HELD, (ATOMIC,), f"sent in transaction {tx}, not committed")
             self.sessions[slot].txs[tx].append(("send", body))
+        else:
+            self._publish(message)
         return message
 
     def refused_send(self, body: str, queue: int) -> Message:
@@ -181,6 +193,7 @@ class Model:
             message = self.messages[body]
             if kind == "send":
                 self._set(message, State.QUEUED, (ATOMIC,), f"committed in transaction {tx}")
+                self._publish(message)
             else:
                 self._settle(slot, body, nack=kind == "nack")
 
@@ -239,6 +252,8 @@ class Model:
             return Problem("wrong-destination", (SUBSCRIPTION,),
                            f"MESSAGE {body!r} of queue {message.queue} delivered to "
                            f"subscription {sub.id} of queue {sub.queue}", slot)
+        if self.topics:
+            return self._copy_delivered(session, sub, message)
         holder = message.holder
         if message.state is State.IN_FLIGHT and holder is not None and \
                 holder.slot in self.sessions and \
@@ -273,10 +288,12 @@ class Model:
 
     def due(self) -> list[tuple[Message, list[tuple[str, str]]]]:
         """Queued messages that have a subscriber, each with the (slot, subscription) pairs
-        it may go to."""
+        it may go to; on topics one entry per copy still due, with its one subscription."""
         out = []
         for message in self.messages.values():
-            if message.state is State.QUEUED:
+            if message.state is State.QUEUED and self.topics:
+                out += [(message, [taker]) for taker in message.copies]
+            elif message.state is State.QUEUED:
                 takers = [(s.slot, sub.id) for s in self.sessions.values()
                           for sub in s.subs.values()
                           if sub.queue == message.queue and not sub.closing]
@@ -285,7 +302,9 @@ class Model:
         return out
 
     def waiting(self) -> list[Message]:
-        """Messages a fresh subscriber of every queue must get."""
+        """Messages a fresh subscriber of every queue must get (of a topic: none)."""
+        if self.topics:
+            return []
         return [m for m in self.messages.values() if m.state is State.QUEUED]
 
     def ackable(self, slot: str) -> list[Message]:
@@ -324,6 +343,36 @@ class Model:
         return tuple(dict.fromkeys(found))
 
     # -- inside -----------------------------------------------------------------------------
+
+    def _publish(self, message: Message) -> None:
+        """A message now processed (sent outside a transaction, or committed): on a topic it
+        is due to every subscription open now, and goes nowhere when there is none."""
+        if not self.topics:
+            return
+        message.copies = [(s.slot, sub.id) for s in self.sessions.values()
+                          for sub in s.subs.values()
+                          if sub.queue == message.queue and not sub.closing]
+        if not message.copies:
+            self._set(message, State.DROPPED, message.why,
+                      "sent to a topic with no subscription")
+
+    def _copy_delivered(self, session: Session, sub: Subscription,
+                        message: Message) -> Problem | None:
+        """A MESSAGE of a topic arrived: one of its copies still due, else a problem."""
+        taker = (session.slot, sub.id)
+        if message.state is not State.QUEUED or taker not in message.copies:
+            return Problem("delivered-again", message.why or (REDELIVER,),
+                           f"MESSAGE {message.body!r} delivered to subscription {sub.id}, "
+                           f"which it was not due to: {message.reason}", session.slot)
+        message.copies.remove(taker)
+        message.deliveries += 1
+        message.delivered_at = self._tick()
+        message.holder = Holder(session.slot, session.incarnation, sub.id)
+        sub.order.append(message.body)
+        if not message.copies:
+            self._set(message, State.CONSUMED, message.why,
+                      "delivered to every subscription of its topic")
+        return None
 
     def _held_by(self, session: Session, sub: str) -> list[Message]:
         holder = Holder(session.slot, session.incarnation, sub)

@@ -1,8 +1,9 @@
-"""What one input's frames make a broker send back, by a small model of one session: the
-frames as the project's parser reads them, and the MESSAGEs a well-formed session must get
-(a SEND to a destination the same connection subscribes to, outside a transaction or in
-one that commits). The oracle compares each such MESSAGE with its SEND: the body octet for
-octet, and each user header (`x-fz...`) with its first value."""
+"""What one input's frames make a broker send back: the frames as the project's parser reads
+them, and the MESSAGEs a well-formed session must get (a SEND to a destination the same
+connection subscribes to, outside a transaction or in one that commits), found by driving
+the session model (conformance/spec/session.py) with the frames, so the rule lives once.
+The oracle compares each such MESSAGE with its SEND: the body octet for octet, and each
+user header (`x-fz...`) with its first value."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from conformance.codec import Frame, Parser, StompError
-from conformance.fuzz.inputs.model import FuzzInput
+from conformance.fuzz.inputs.fuzz_input import FuzzInput
 from conformance.fuzz.inputs.wellformed import USER_PREFIX
 from conformance.spec import statement_id
 from conformance.spec.grammar import ESCAPES, Version
+from conformance.spec.session import Model
+
+#: The input's one connection, as the session model names it.
+_SLOT = "input"
 
 
 def frames_of(fuzz: FuzzInput, *, strict: bool = False) -> list[Frame] | None:
@@ -42,44 +47,55 @@ class Delivery:
 
 
 def deliveries(frames: Sequence[Frame]) -> list[Delivery]:
-    """The MESSAGEs a session of `frames` must receive; none once it sends DISCONNECT
-    (a RECEIPT for DISCONNECT says the frames arrived, not that deliveries left)."""
-    subscriptions: dict[str, str] = {}  # key -> destination
-    transactions: dict[str, list[Frame]] = {}
+    """The MESSAGEs a session of `frames` must receive, in the order they became due, as
+    the session model (spec/session.py, with topics: the inputs' destinations are topics)
+    says; none once it sends DISCONNECT (a RECEIPT for DISCONNECT says the frames arrived,
+    not that deliveries left). ACK and NACK settle nothing a topic must deliver."""
+    model = Model(topics=True)
+    session = model.connect(_SLOT, "")
+    numbers: dict[str, int] = {}  # destination -> the model's number for it
+    sends: dict[str, Frame] = {}  # the model's name of each message -> its SEND
     out: list[Delivery] = []
 
-    def deliver(send: Frame) -> None:
-        destination = send.get("destination")
-        for key, subscribed in subscriptions.items():
-            if subscribed == destination:
-                out.append(_delivery(key, send))
+    def number(destination: str | None) -> int:
+        # a SEND with no destination reaches no subscription: a number none has
+        return -1 if destination is None else numbers.setdefault(destination, len(numbers))
 
     for frame in frames:
-        command = frame.command
+        command, transaction = frame.command, frame.get("transaction")
         if command == "SUBSCRIBE":
             key = frame.get("id") or frame.get("destination") or ""
-            subscriptions[key] = frame.get("destination") or ""
+            model.subscribe(_SLOT, key, number(frame.get("destination") or ""),
+                            frame.get("ack") or "auto")
         elif command == "UNSUBSCRIBE":
             gone = frame.get("id")
             if gone is None:  # 1.0: by destination
-                gone = next((k for k, d in subscriptions.items()
-                             if d == frame.get("destination")), "")
-            subscriptions.pop(gone, None)
+                named = frame.get("destination")
+                gone = next((k for k, sub in session.subs.items()
+                             if named is not None and sub.queue == numbers.get(named)), "")
+            if gone in session.subs:
+                model.unsubscribe(_SLOT, gone)
+                model.unsubscribed(_SLOT, gone)  # frames are processed in order
         elif command == "BEGIN":
-            transactions[frame.get("transaction") or ""] = []
-        elif command in ("COMMIT", "ABORT"):
-            held = transactions.pop(frame.get("transaction") or "", [])
+            model.begin(_SLOT, transaction or "")
+        elif command in ("COMMIT", "ABORT") and (transaction or "") in session.txs:
             if command == "COMMIT":
-                for send in held:
-                    deliver(send)
-        elif command == "SEND":
-            transaction = frame.get("transaction")
-            if transaction is not None and transaction in transactions:
-                transactions[transaction].append(frame)
+                model.commit(_SLOT, transaction or "")
             else:
-                deliver(frame)
+                model.abort(_SLOT, transaction or "")
+        elif command == "SEND":
+            name = f"m{len(sends)}"
+            sends[name] = frame
+            # a SEND in a transaction never begun is processed as if outside one
+            held = transaction if transaction is not None and transaction in session.txs \
+                else None
+            model.send(_SLOT, name, number(frame.get("destination")), held)
         elif command == "DISCONNECT":
             return []
+        for message, takers in model.due():  # on topics: one subscription each
+            for slot, key in takers:
+                model.delivered(slot, key, message.body, ack=None, message_id=None)
+                out.append(_delivery(key, sends[message.body]))
     return out
 
 

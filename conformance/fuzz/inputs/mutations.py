@@ -22,7 +22,7 @@ from typing import Literal
 
 from conformance.codec import Frame, encode, encode_raw
 from conformance.fuzz.inputs.choices import Choices
-from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
 from conformance.fuzz.inputs.wellformed import (
     COMMANDS_BY_VERSION,
     headers_for,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from conformance.broker import BrokerConfig
 from conformance.codec import Frame, LimitExceeded, Parser, ProtocolViolation, StompError
 from conformance.fuzz.inputs.expected import deliveries, frames_of
-from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
 from conformance.fuzz.inputs.mutations import MUTATIONS
 from conformance.spec.grammar import (
     CLIENT_REQUIRED_HEADERS,

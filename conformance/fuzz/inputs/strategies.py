@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from hypothesis import strategies as st
 
 from conformance.fuzz.inputs.choices import WORD_BITS, Choices
-from conformance.fuzz.inputs.model import FuzzInput
+from conformance.fuzz.inputs.fuzz_input import FuzzInput
 from conformance.fuzz.inputs.mutations import fuzz_input, mutated_input, weighted
 from conformance.fuzz.inputs.wellformed import Written, frame_of, segment, valid_input
 from conformance.spec.grammar import VERSIONS, Version

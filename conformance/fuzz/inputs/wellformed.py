@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from conformance.codec import Frame, encode
 from conformance.fuzz.inputs.choices import Choices
-from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
 from conformance.spec import statement_id
 from conformance.spec.grammar import (
     ACK_MODES,

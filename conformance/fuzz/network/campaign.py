@@ -1,16 +1,16 @@
 """A fuzz campaign: `jobs` workers send inputs from a generator to one broker, each on a
-fresh connection with a deadline, and the oracle judges every answer; a liveness probe (a
-new connection must still get CONNECTED) runs every `probe_every` seconds and at once
-after an input that ended in a close or a timeout. A failed probe is a crash finding.
+fresh connection with a deadline, and the oracle judges every answer; a liveness check (a
+new connection must still get CONNECTED) runs every `check_every` seconds and at once
+after an input that ended in a close or a timeout. A failed check is a crash finding.
 
-Everything lasting is in the campaign folder (store.py) the moment it exists: a finding is
+Everything lasting is in the campaign folder (folder.py) the moment it exists: a finding is
 saved when found, then confirmed (sent again), minimised and saved again; the state
 (counters, and the input number every earlier input is judged below) is saved every two
 seconds. A campaign killed at any point resumes from the folder: input N of seed S is the
 same input in every run, so a resumed campaign goes on where the last one stopped.
 
-The engine emits events (Started, Progress, FindingSaved, Note, Finished); the live
-display and any other reporter handle them.
+The engine emits CampaignEvents (events.py); the live display and any other reporter
+handle them.
 """
 
 from __future__ import annotations
@@ -22,111 +22,54 @@ import hashlib
 import random
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from conformance.fuzz.inputs.model import FuzzInput
-from conformance.fuzz.network.findings import BrokerInfo, Finding, masked, new_finding, signature
+from conformance.fuzz.inputs.fuzz_input import FuzzInput
+from conformance.fuzz.network.events import (
+    CampaignEvent,
+    FindingSaved,
+    Finished,
+    Handler,
+    Note,
+    Progress,
+    Settings,
+    Started,
+    Stats,
+)
+from conformance.fuzz.network.findings import (
+    BrokerInfo,
+    Finding,
+    counts,
+    masked,
+    new_finding,
+    signature,
+    worst,
+)
 from conformance.fuzz.network.folder import (
     MAX_CORPUS,
     MAX_CORPUS_INPUT,
     CampaignDir,
     CampaignDirError,
-    State,
+    CampaignState,
     campaign_id,
 )
 from conformance.fuzz.network.generators import Generator
 from conformance.fuzz.network.minimise import minimise
-from conformance.fuzz.network.oracle import Anomaly, Kind, Oracle, Unreachable, Verdict
+from conformance.fuzz.network.oracle import Anomaly, Judgement, Kind, Oracle, Unreachable
 from conformance.report.records import timestamp
-from conformance.runner.results import Outcome
 from conformance.spec import statement_id
 
-#: kinds after which the broker may have gone down: probe at once
+#: kinds after which the broker may have gone down: check at once
 _SUSPICIOUS = frozenset({Kind.CLOSED_VALID, Kind.CLOSED_WITHOUT_ERROR, Kind.TIMEOUT})
 _SUSPECTS = 16
 _SAVE_EVERY = 2.0
 
 
-@dataclass(frozen=True)
-class Settings:
-    #: seconds this run fuzzes
-    budget: float
-    jobs: int = 16
-    #: seconds an input may take; seconds a connection may stay open after ERROR
-    deadline: float = 2.0
-    grace: float = 1.0
-    #: seconds spent minimising each finding (0: none)
-    minimise: float = 10.0
-    probe_every: float = 0.5
-    #: seconds to wait for a broker that failed its probe to answer again
-    recovery: float = 10.0
-    #: seconds between Progress events
-    tick: float = 0.5
-
-
-@dataclass
-class Stats:
-    """What the display shows: this run's share of the campaign's counters, and its rate."""
-
-    elapsed: float = 0.0
-    budget: float = 0.0
-    inputs: int = 0
-    total_inputs: int = 0
-    #: inputs per second over the last few seconds
-    rate: float = 0.0
-    probes: int = 0
-    anomalies: int = 0
-    unanswered: int = 0
-    harness_errors: int = 0
-    findings: dict[str, int] = field(default_factory=dict)  # grade -> count
-
-    @property
-    def found(self) -> int:
-        return sum(self.findings.values())
-
-
-@dataclass(frozen=True)
-class Started:
-    state: State
-    resumed: bool
-    findings: int
-    settings: Settings
-    folder: Path
-
-
-@dataclass(frozen=True)
-class Progress:
-    stats: Stats
-
-
-@dataclass(frozen=True)
-class FindingSaved:
-    finding: Finding
-    path: Path
-    #: False when an earlier save of the same finding is rewritten (confirmed, minimised)
-    new: bool
-
-
-@dataclass(frozen=True)
-class Note:
-    text: str
-
-
-@dataclass(frozen=True)
-class Finished:
-    stats: Stats
-    findings: list[Finding]
-    reason: str
-
-
-Event = Started | Progress | FindingSaved | Note | Finished
-Handler = Callable[[Event], None]
-
-
 def open_folder(root: Path, *, seed: int | None, broker: BrokerInfo, generator: str,
-                versions: Sequence[str], tool_version: str) -> tuple[CampaignDir, State, bool]:
+                versions: Sequence[str], tool_version: str
+                ) -> tuple[CampaignDir, CampaignState, bool]:
     """Lock the campaign folder and read or start its state: (folder, state, resumed).
     CampaignDirError when the folder holds another campaign (other seed, broker or
     generator) or a campaign runs in it."""
@@ -149,7 +92,7 @@ def open_folder(root: Path, *, seed: int | None, broker: BrokerInfo, generator: 
             state.broker = broker  # the address may move (the embedded broker's port)
             return folder, state, True
         now = timestamp()
-        state = State(campaign=campaign_id(), seed=seed if seed is not None else
+        state = CampaignState(campaign=campaign_id(), seed=seed if seed is not None else
                       random.SystemRandom().randrange(1 << 32), broker=broker,
                       generator=generator, versions=tuple(versions), created=now, updated=now,
                       tool_version=tool_version)
@@ -162,7 +105,7 @@ def open_folder(root: Path, *, seed: int | None, broker: BrokerInfo, generator: 
 
 class Campaign:
     def __init__(self, *, oracle: Oracle, generator: Generator, folder: CampaignDir,
-                 state: State, settings: Settings, resumed: bool = False,
+                 state: CampaignState, settings: Settings, resumed: bool = False,
                  passcode: str | None = None, handlers: Sequence[Handler] = (),
                  on_finding: Callable[[list[Finding]], None] | None = None) -> None:
         self.oracle, self.generator, self.folder = oracle, generator, folder
@@ -180,15 +123,15 @@ class Campaign:
         self._counted_before = replace(state.counters)  # this run's stats are the difference
         self._stop = asyncio.Event()
         self._up = asyncio.Event()
-        self._probe_now = asyncio.Event()
-        self._probe_lock = asyncio.Lock()
+        self._check_now = asyncio.Event()
+        self._check_lock = asyncio.Lock()
         self._next = state.counters.frontier
         self._in_flight: set[int] = set()
         self._recent: collections.deque[FuzzInput] = collections.deque(maxlen=_SUSPECTS)
         self._minimising: set[asyncio.Task[None]] = set()
         self._saving: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
-        self._last_probe = 0.0
+        self._last_check = 0.0
         self._hits_changed: set[str] = set()
         self._reason = "time budget"
         self._start = 0.0
@@ -198,7 +141,7 @@ class Campaign:
 
     # -- events ---------------------------------------------------------------------------
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: CampaignEvent) -> None:
         for handler in self.handlers:
             handler(event)
 
@@ -212,7 +155,7 @@ class Campaign:
 
     async def run(self) -> list[Finding]:
         """Fuzz for the budget; the findings of the whole campaign. Raises Unreachable
-        when the broker does not answer a first probe."""
+        when the broker does not answer a first liveness check."""
         self.findings = self.folder.load_findings()
         self._by_signature = {f.signature: f.id for f in self.findings.values()}
         self.corpus = self.folder.load_corpus()
@@ -234,7 +177,7 @@ class Campaign:
                 self._spawn_minimiser(finding)  # killed before it was done: do it now
         timer = loop.call_later(self.settings.budget, self.stop, "time budget")
         workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.jobs)]
-        chores = [asyncio.create_task(self._prober()), asyncio.create_task(self._ticker())]
+        chores = [asyncio.create_task(self._checker()), asyncio.create_task(self._ticker())]
         try:
             await self._stop.wait()
         finally:
@@ -273,12 +216,12 @@ class Campaign:
             try:
                 fuzz = self.generator.draw(self._rng(index), self._corpus_list)
                 try:
-                    verdict = await self.generator.run(self.oracle, fuzz)
+                    judgement = await self.generator.run(self.oracle, fuzz)
                 except Unreachable as error:
                     await self._unreachable(str(error))
                     done = True
                     continue
-                self._judged(index, fuzz, verdict)
+                self._judged(index, fuzz, judgement)
                 done = True
             except Exception as error:  # a fault of the fuzzer itself: counted, shown
                 done = True
@@ -293,21 +236,21 @@ class Campaign:
     def _rng(self, index: int) -> random.Random:
         return random.Random(self.state.seed << 40 | index)
 
-    def _judged(self, index: int, fuzz: FuzzInput, verdict: Verdict) -> None:
+    def _judged(self, index: int, fuzz: FuzzInput, judgement: Judgement) -> None:
         counters = self.state.counters
         counters.inputs += 1
         self._recent.append(fuzz)
-        if verdict.anomalies:
-            counters.anomalies += len(verdict.anomalies)
-            for anomaly in verdict.anomalies:
-                self._anomaly(anomaly, fuzz, verdict, index)
-            if any(a.kind in _SUSPICIOUS for a in verdict.anomalies):
-                self._probe_now.set()
-        self._consider_corpus(fuzz, verdict)
+        if judgement.anomalies:
+            counters.anomalies += len(judgement.anomalies)
+            for anomaly in judgement.anomalies:
+                self._anomaly(anomaly, fuzz, judgement, index)
+            if any(a.kind in _SUSPICIOUS for a in judgement.anomalies):
+                self._check_now.set()
+        self._consider_corpus(fuzz, judgement)
 
     # -- findings -------------------------------------------------------------------------
 
-    def _anomaly(self, anomaly: Anomaly, fuzz: FuzzInput, verdict: Verdict, index: int,
+    def _anomaly(self, anomaly: Anomaly, fuzz: FuzzInput, judgement: Judgement, index: int,
                  suspects: tuple[FuzzInput, ...] = ()) -> None:
         sig = signature(anomaly, fuzz, self.generator.name)
         known = self._by_signature.get(sig)
@@ -318,7 +261,7 @@ class Campaign:
             return
         finding = new_finding(
             anomaly, fuzz, generator=self.generator.name,
-            response=masked(verdict.response, self._passcode), ended=verdict.ended,
+            response=masked(judgement.response, self._passcode), ended=judgement.ended,
             broker=self.state.broker, campaign=self.state.campaign, seed=self.state.seed,
             index=index, found_at=timestamp(), elapsed=self._elapsed(),
             inputs=self.state.counters.inputs, tool_version=self.state.tool_version,
@@ -354,16 +297,16 @@ class Campaign:
         self._keep(self._minimising, self._confirm_and_minimise(finding.id, after))
 
     async def _reproduces(self, fuzz: FuzzInput, sig: tuple[str, ...], *,
-                          patient: bool = False) -> Verdict | None:
-        """The verdict when `fuzz` shows the anomaly of `sig` again, else None. `patient`
+                          patient: bool = False) -> Judgement | None:
+        """The judgement when `fuzz` shows the anomaly of `sig` again, else None. `patient`
         (to confirm): with five times the deadline, so that what a broker slowed by the
         campaign's own load did late is not confirmed as a hang or a connection left open."""
         try:
-            verdict = await self.generator.run(self._patient if patient else self.oracle, fuzz)
+            judgement = await self.generator.run(self._patient if patient else self.oracle, fuzz)
         except Unreachable:
             return None
         name = self.generator.name
-        return verdict if any(signature(a, fuzz, name) == sig for a in verdict.anomalies) \
+        return judgement if any(signature(a, fuzz, name) == sig for a in judgement.anomalies) \
             else None
 
     async def _confirm_and_minimise(self, finding_id: str,
@@ -381,23 +324,23 @@ class Campaign:
             await self._save(self.findings[finding_id].updated(confirmed=last is not None),
                              new=False)
             return
-        shown = [last]  # the verdict of the latest input that showed it: minimise's best
+        shown = [last]  # the judgement of the latest input that showed it: minimise's best
         budget = min(self.settings.minimise, max(self._end - time.monotonic(), 0))
 
         async def reproduces(candidate: FuzzInput) -> bool:
-            verdict = await self._reproduces(candidate, sig)
-            if verdict is not None:
-                shown.append(verdict)
-            return verdict is not None
+            judgement = await self._reproduces(candidate, sig)
+            if judgement is not None:
+                shown.append(judgement)
+            return judgement is not None
 
         smallest = await minimise(finding.input, reproduces, budget=budget,
                                   keep=self.generator.keep)
-        verdict = shown[-1]
-        anomaly = next(a for a in verdict.anomalies
+        judgement = shown[-1]
+        anomaly = next(a for a in judgement.anomalies
                        if signature(a, smallest, self.generator.name) == sig)
         await self._save(self.findings[finding_id].updated(
             confirmed=True, minimised=True, input=smallest, detail=anomaly.detail,
-            response=masked(verdict.response, self._passcode), ended=verdict.ended),
+            response=masked(judgement.response, self._passcode), ended=judgement.ended),
             new=False)
 
     def _finish_hits(self) -> None:
@@ -414,57 +357,58 @@ class Campaign:
 
     # -- liveness -------------------------------------------------------------------------
 
-    async def _probe(self) -> str | None:
+    async def _alive(self) -> str | None:
         """None when a new connection gets CONNECTED (one retry), else why not."""
         counters = self.state.counters
         for attempt in range(2):
-            counters.probes += 1
+            counters.checks += 1
             why = await self.oracle.alive()
             if why is None:
                 return None
-            counters.failed_probes += 1
+            counters.failed_checks += 1
             if attempt == 0:
                 await asyncio.sleep(0.2)
         return why
 
-    async def _prober(self) -> None:
+    async def _checker(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.probe_every):
-                    await self._probe_now.wait()
+                async with asyncio.timeout(self.settings.check_every):
+                    await self._check_now.wait()
             # At once after a suspicious input, but not more than ten times a second: a
-            # probe is a connection the broker pays for like any input.
-            await asyncio.sleep(max(self._last_probe + 0.1 - time.monotonic(), 0))
-            self._probe_now.clear()
-            self._last_probe = time.monotonic()
-            async with self._probe_lock:
+            # check is a connection the broker pays for like any input.
+            await asyncio.sleep(max(self._last_check + 0.1 - time.monotonic(), 0))
+            self._check_now.clear()
+            self._last_check = time.monotonic()
+            async with self._check_lock:
                 if not self._up.is_set():
                     continue
-                why = await self._probe()
+                why = await self._alive()
                 if why is not None:
                     await self._down(why)
 
     async def _unreachable(self, why: str) -> None:
-        """An input's handshake went unanswered: a crash if a probe fails too."""
-        async with self._probe_lock:
+        """An input's handshake went unanswered: a crash if a liveness check fails too."""
+        async with self._check_lock:
             if not self._up.is_set():
                 return
-            probe = await self._probe()
-            if probe is None:
+            then = await self._alive()
+            if then is None:
                 self.state.counters.unanswered += 1
                 return
-            await self._down(f"{why}; then {probe}")
+            await self._down(f"{why}; then {then}")
 
     async def _down(self, why: str) -> None:
-        """The broker failed its liveness probe: a crash finding, then wait for it."""
+        """The broker failed its liveness check: a crash finding, then wait for it."""
         self._up.clear()
         version = self.oracle.target.versions[-1]
         last = self._recent[-1] if self._recent else None
         if last is not None:
             anomaly = Anomaly(Kind.CRASH, statement_id("connecting.connected-response", version),
                               f"a new connection gets no CONNECTED: {why}")
-            verdict = Verdict(response=b"", ended="no CONNECTED")
-            self._anomaly(anomaly, last, verdict, self._next - 1, suspects=tuple(self._recent))
+            judgement = Judgement(response=b"", ended="no CONNECTED")
+            self._anomaly(anomaly, last, judgement, self._next - 1, suspects=tuple(self._recent))
+        # "probe": the word users see for a liveness check (the display's too)
         self.emit(Note(f"the broker failed its liveness probe ({why}); waiting up to "
                        f"{self.settings.recovery:g} s for it"))
         waited = time.monotonic()
@@ -481,11 +425,11 @@ class Campaign:
 
     # -- corpus, state, progress ----------------------------------------------------------
 
-    def _consider_corpus(self, fuzz: FuzzInput, verdict: Verdict) -> None:
+    def _consider_corpus(self, fuzz: FuzzInput, judgement: Judgement) -> None:
         if len(self.corpus) >= MAX_CORPUS or len(fuzz.data) > MAX_CORPUS_INPUT:
             return
-        behaviour = (self.generator.name, fuzz.mutation, fuzz.version, verdict.ended,
-                     *verdict.commands[:4], *sorted(a.kind.value for a in verdict.anomalies))
+        behaviour = (self.generator.name, fuzz.mutation, fuzz.version, judgement.ended,
+                     *judgement.commands[:4], *sorted(a.kind.value for a in judgement.anomalies))
         key = hashlib.sha256("\x1f".join(behaviour).encode()).hexdigest()[:16]
         if key in self.corpus:
             return
@@ -512,7 +456,7 @@ class Campaign:
         stats, counters, before = self.stats, self.state.counters, self._counted_before
         stats.elapsed = self._elapsed()
         stats.inputs = counters.inputs - before.inputs
-        stats.probes = counters.probes - before.probes
+        stats.checks = counters.checks - before.checks
         stats.unanswered = counters.unanswered - before.unanswered
         stats.total_inputs = counters.inputs
         stats.anomalies = counters.anomalies
@@ -535,16 +479,8 @@ class Campaign:
                 self._save_state()
 
 
-def counts(finding: Finding) -> bool:
-    """Whether a finding counts for the exit code: confirmed, or not sent again yet
-    unless it is a timeout (which a broker slowed by the campaign's load may show once)."""
-    if finding.confirmed is None:
-        return finding.kind is not Kind.TIMEOUT
-    return finding.confirmed
-
-
-def worst(findings: Sequence[Finding]) -> Outcome | None:
-    """The worst grade among the `findings` that count (None: none does)."""
-    order = (Outcome.FAILED, Outcome.NON_STRICT, Outcome.INFORMATIONAL)
-    grades = {f.grade for f in findings if counts(f)}
-    return next((g for g in order if g in grades), None)
+#: display.py and cli/ import these from here. Transitional: `Event` is the old name of
+#: CampaignEvent, which display.py still imports; drop it once display.py moves.
+Event = CampaignEvent
+__all__ = ["Campaign", "CampaignEvent", "Event", "FindingSaved", "Finished", "Handler", "Note",
+           "Progress", "Settings", "Started", "Stats", "counts", "open_folder", "worst"]

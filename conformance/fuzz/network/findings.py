@@ -13,11 +13,12 @@ command that replays it. `FORMAT` and `SCHEMA_VERSION` head every file.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
 from conformance.fuzz.network.oracle import Anomaly, Kind, grade
 from conformance.report.scrub import Scrubber
 from conformance.runner.results import Outcome
@@ -96,7 +97,7 @@ class Finding:
     minimised: bool = False
     #: whether sending the input again showed the anomaly again (None: not tried yet)
     confirmed: bool | None = None
-    #: for a crash: the inputs sent since the last good liveness probe, oldest first
+    #: for a crash: the inputs sent since the last good liveness check, oldest first
     suspects: tuple[FuzzInput, ...] = ()
     #: how many inputs showed it (this one included)
     hits: int = 1
@@ -189,3 +190,18 @@ def new_finding(anomaly: Anomaly, fuzz: FuzzInput, *, generator: str, response: 
         campaign=campaign, seed=seed, index=index, found_at=found_at, found_after_s=elapsed,
         found_after_inputs=inputs, original_octets=len(fuzz.data), suspects=suspects,
         tool_version=tool_version)
+
+
+def counts(finding: Finding) -> bool:
+    """Whether a finding counts for the exit code: confirmed, or not sent again yet
+    unless it is a timeout (which a broker slowed by the campaign's load may show once)."""
+    if finding.confirmed is None:
+        return finding.kind is not Kind.TIMEOUT
+    return finding.confirmed
+
+
+def worst(findings: Sequence[Finding]) -> Outcome | None:
+    """The worst grade among the `findings` that count (None: none does)."""
+    order = (Outcome.FAILED, Outcome.NON_STRICT, Outcome.INFORMATIONAL)
+    grades = {f.grade for f in findings if counts(f)}
+    return next((g for g in order if g in grades), None)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from conformance.files import write_atomic
-from conformance.fuzz.inputs.model import FuzzInput
+from conformance.fuzz.inputs.fuzz_input import FuzzInput
 from conformance.fuzz.network.findings import BrokerInfo, Finding
 from conformance.fuzz.network.reproducer import case_yaml
 
@@ -48,18 +48,37 @@ class Counters:
     #: every input numbered below this one has been judged: where a resumed run goes on
     frontier: int = 0
     anomalies: int = 0
-    probes: int = 0
-    failed_probes: int = 0
-    #: handshakes the broker did not answer while a probe found it alive
+    #: liveness checks, and those that failed ("probes" in the file, see _JSON_NAMES)
+    checks: int = 0
+    failed_checks: int = 0
+    #: handshakes the broker did not answer while a liveness check found it alive
     unanswered: int = 0
     #: seconds spent fuzzing, over every run
     elapsed_s: float = 0.0
     #: how many times the campaign was started (1 + resumes)
     runs: int = 0
 
+    def to_json(self) -> dict[str, Any]:
+        return {_JSON_NAMES.get(k, k): v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Counters:
+        """The counters in `data`; names it does not know are left out."""
+        known = cls.__dataclass_fields__
+        fields = {_CODE_NAMES.get(k, k): v for k, v in data.items()}
+        return cls(**{k: v for k, v in fields.items() if k in known})
+
+
+#: Counter names in state.json that differ from the code's: files written before (and the
+#: benchmark reading them) say "probes" for liveness checks.
+_JSON_NAMES = {"checks": "probes", "failed_checks": "failed_probes"}
+_CODE_NAMES = {v: k for k, v in _JSON_NAMES.items()}
+
 
 @dataclass
-class State:
+class CampaignState:
+    """The campaign as state.json holds it: who, where, and its counters."""
+
     campaign: str
     seed: int
     broker: BrokerInfo
@@ -75,19 +94,17 @@ class State:
                 "campaign": self.campaign, "seed": self.seed, "broker": self.broker.to_json(),
                 "generator": self.generator, "versions": list(self.versions),
                 "created": self.created, "updated": self.updated,
-                "tool_version": self.tool_version, "counters": asdict(self.counters)}
+                "tool_version": self.tool_version, "counters": self.counters.to_json()}
 
     @classmethod
-    def from_json(cls, data: Any) -> State:
+    def from_json(cls, data: Any) -> CampaignState:
         if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
             raise ValueError("not a campaign state file")
         if data.get("schema_version") != STATE_VERSION:
             raise ValueError(f"campaign state version {data.get('schema_version')!r} is not "
                              f"{STATE_VERSION}")
         try:
-            known = Counters.__dataclass_fields__
-            counters = Counters(**{k: v for k, v in data.get("counters", {}).items()
-                                   if k in known})
+            counters = Counters.from_json(data.get("counters", {}))
             return cls(campaign=str(data["campaign"]), seed=int(data["seed"]),
                        broker=BrokerInfo.from_json(data["broker"]),
                        generator=str(data["generator"]),
@@ -138,7 +155,7 @@ class CampaignDir:
 
     # -- state ----------------------------------------------------------------------------
 
-    def load_state(self) -> State | None:
+    def load_state(self) -> CampaignState | None:
         try:
             text = self.state_path.read_bytes()
         except FileNotFoundError:
@@ -147,11 +164,11 @@ class CampaignDir:
             raise CampaignDirError(f"cannot read {self.state_path}: "
                                    f"{error.strerror or error}") from None
         try:
-            return State.from_json(json.loads(text))
+            return CampaignState.from_json(json.loads(text))
         except ValueError as error:  # json.JSONDecodeError is one
             raise CampaignDirError(f"{self.state_path}: {error}") from None
 
-    def save_state(self, state: State) -> None:
+    def save_state(self, state: CampaignState) -> None:
         write_atomic(self.state_path, _dump(state.to_json()), sync=False)
 
     # -- findings -------------------------------------------------------------------------

@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from conformance.fuzz.inputs.choices import Choices
-from conformance.fuzz.inputs.model import FuzzInput
+from conformance.fuzz.inputs.fuzz_input import FuzzInput
 from conformance.fuzz.inputs.mutations import fuzz_input, weighted
 from conformance.fuzz.inputs.rules import is_what_it_says
 from conformance.fuzz.inputs.wellformed import segment
-from conformance.fuzz.network.oracle import Oracle, Verdict
+from conformance.fuzz.network.oracle import Judgement, Oracle
 from conformance.spec.grammar import Version
 
 
@@ -32,7 +32,7 @@ class Generator(Protocol):
         """The next input, from `rng` (and the corpus, when it helps)."""
         ...
 
-    async def run(self, oracle: Oracle, fuzz: FuzzInput) -> Verdict:
+    async def run(self, oracle: Oracle, fuzz: FuzzInput) -> Judgement:
         """Send `fuzz` and judge the answer (raises oracle.Unreachable like Oracle.run)."""
         ...
 
@@ -58,7 +58,7 @@ class GrammarGenerator:
                 return again.with_chunks(segment(c, again.data))
         return fuzz_input(c, self.versions, self.mutations)
 
-    async def run(self, oracle: Oracle, fuzz: FuzzInput) -> Verdict:
+    async def run(self, oracle: Oracle, fuzz: FuzzInput) -> Judgement:
         return await oracle.run(fuzz)
 
     def keep(self, candidate: FuzzInput) -> bool:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from conformance.codec import Frame, Heartbeat, Parser, StompError
-from conformance.fuzz.inputs.model import FuzzInput
+from conformance.fuzz.inputs.fuzz_input import FuzzInput
 
 #: A piece of the input, and whether a write ends after it.
 Piece = tuple[bytes, bool]

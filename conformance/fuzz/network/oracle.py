@@ -1,5 +1,5 @@
 """The oracle: one input sent to a broker on a fresh connection, and what came back judged
-against what the spec requires; and the liveness probe.
+against what the spec requires (a Judgement); and the liveness check (`Oracle.alive`).
 
 For an input of well-formed frames the spec requires a RECEIPT for its last frame, no
 ERROR, and each message the session sends itself delivered with its body and user headers
@@ -33,7 +33,7 @@ from conformance.fuzz.inputs.expected import (
     frames_of,
     subscription_of,
 )
-from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
 from conformance.fuzz.inputs.mutations import MUTATIONS
 from conformance.runner.results import BROKEN, Outcome
 from conformance.spec import catalogue, statement_id
@@ -117,7 +117,9 @@ def grade(anomaly: Anomaly, fuzz: FuzzInput) -> Outcome:
 
 
 @dataclass(slots=True)
-class Verdict:
+class Judgement:
+    """The oracle's answer for one input: what departs from the spec, and what came back."""
+
     anomalies: list[Anomaly] = field(default_factory=list)
     #: the first MAX_RESPONSE octets the broker sent
     response: bytes = b""
@@ -179,7 +181,7 @@ class _Exchange:
         self.version: Version = fuzz.version
         self.offered: tuple[str, ...] | None = None
         self.ack_modes: dict[str, str] | None = None
-        self.verdict = Verdict()
+        self.judgement = Judgement()
         self.response = bytearray()
         self.pending: list[Frame] = []
         self.closed = False
@@ -224,7 +226,7 @@ class _Exchange:
                 self.closed = True
             frames = [e for e in events if isinstance(e, Frame)]
             self.pending += frames
-            commands = self.verdict.commands
+            commands = self.judgement.commands
             if len(commands) < 8:
                 commands += [f.command[:16] for f in frames[:8 - len(commands)]]
         frame = self.pending.pop(0)
@@ -259,9 +261,9 @@ class _Exchange:
                          f"{frame.command[:40]!r}: {violation.message}", about=about)
 
     def anomaly(self, kind: Kind, statement: str, detail: str, about: str = "") -> None:
-        if all(a.key != (kind.value, statement) for a in self.verdict.anomalies):
+        if all(a.key != (kind.value, statement) for a in self.judgement.anomalies):
             detail = " ".join(detail.split())  # one line, whatever the broker put in it
-            self.verdict.anomalies.append(Anomaly(kind, statement, detail[:MAX_DETAIL], about))
+            self.judgement.anomalies.append(Anomaly(kind, statement, detail[:MAX_DETAIL], about))
 
     async def send(self, data: bytes) -> bool:
         try:
@@ -272,7 +274,7 @@ class _Exchange:
 
     # -- the exchange ---------------------------------------------------------------------
 
-    async def run(self) -> Verdict:
+    async def run(self) -> Judgement:
         fuzz, oracle = self.fuzz, self.oracle
         loop = asyncio.get_running_loop()
         deadline = loop.time() + oracle.deadline
@@ -293,13 +295,13 @@ class _Exchange:
                 break
         return await self._judged(deadline)
 
-    async def _judged(self, deadline: float) -> Verdict:
+    async def _judged(self, deadline: float) -> Judgement:
         if self.fuzz.expect is Expect.VALID:
             await self._valid(deadline)
         else:
             await self._refused(deadline)
-        self.verdict.response = bytes(self.response)
-        return self.verdict
+        self.judgement.response = bytes(self.response)
+        return self.judgement
 
     async def _valid(self, deadline: float) -> None:
         fuzz = self.fuzz
@@ -312,9 +314,9 @@ class _Exchange:
                     self._wrong_receipt(frame)
                     return
                 receipt = True
-                self.verdict.ended = "RECEIPT"
+                self.judgement.ended = "RECEIPT"
             elif frame.command == "ERROR":
-                self.verdict.ended = "ERROR"
+                self.judgement.ended = "ERROR"
                 self.anomaly(Kind.REFUSED_VALID, fuzz.statement,
                              f"ERROR for well-formed input: {_message(frame)}")
                 return
@@ -327,11 +329,11 @@ class _Exchange:
                              f"no MESSAGE on subscription {lost.key!r} for the SEND to "
                              f"{lost.destination!r} within {self.oracle.deadline:g} s")
         elif self.closed:
-            self.verdict.ended = "closed"
+            self.judgement.ended = "closed"
             self.anomaly(Kind.CLOSED_VALID, fuzz.statement,
                          "the connection closed with no RECEIPT for well-formed input")
         else:
-            self.verdict.ended = "deadline"
+            self.judgement.ended = "deadline"
             self.anomaly(Kind.TIMEOUT, statement_id("receipt-header.server-acknowledges",
                                                     self.version),
                          f"no RECEIPT for well-formed input within {self.oracle.deadline:g} s")
@@ -358,20 +360,20 @@ class _Exchange:
                 elif fuzz.expect is Expect.ERROR:
                     self.anomaly(Kind.ACCEPTED, fuzz.statement,
                                  f"RECEIPT, no ERROR, for input that breaks {fuzz.statement}")
-                self.verdict.ended = "RECEIPT"
+                self.judgement.ended = "RECEIPT"
                 return
         if self.closed:
-            self.verdict.ended = "closed"
+            self.judgement.ended = "closed"
             self.anomaly(Kind.CLOSED_WITHOUT_ERROR, fuzz.statement,
                          f"the connection closed with no ERROR for input that breaks "
                          f"{fuzz.statement}")
         elif fuzz.expect is Expect.ERROR:  # beyond a limit, waiting for more is no fault
-            self.verdict.ended = "deadline"
+            self.judgement.ended = "deadline"
             self.anomaly(Kind.TIMEOUT, fuzz.statement,
                          f"no ERROR, close or RECEIPT within {self.oracle.deadline:g} s for "
                          f"input that breaks {fuzz.statement}")
         else:
-            self.verdict.ended = "deadline"
+            self.judgement.ended = "deadline"
 
     async def _after_error(self) -> None:
         """ERROR came: the connection must close just after it. A close within SETTLE
@@ -384,16 +386,16 @@ class _Exchange:
             await self.send(AFTER_ERROR)
             frame = await self.next_frame(grace)
         if self.closed and frame is None:
-            self.verdict.ended = "ERROR, closed"
+            self.judgement.ended = "ERROR, closed"
             return
-        self.verdict.ended = "ERROR, open"
+        self.judgement.ended = "ERROR, open"
         after = f"then {frame.command}" if frame is not None else \
             f"open {self.oracle.grace:g} s later"
         self.anomaly(Kind.ERROR_WITHOUT_CLOSE, statement_id("error.close-after", self.version),
                      f"ERROR, and the connection stayed open ({after})")
 
     def _wrong_receipt(self, frame: Frame) -> None:
-        self.verdict.ended = "RECEIPT"
+        self.judgement.ended = "RECEIPT"
         self.anomaly(Kind.WRONG_RECEIPT, statement_id("receipt.receipt-id-required",
                                                       self.version),
                      f"RECEIPT with receipt-id {str(frame.get('receipt-id'))[:60]!r}, "
@@ -407,7 +409,7 @@ class Oracle:
     def __init__(self, target: Target, *, deadline: float = 2.0, grace: float = 1.0) -> None:
         self.target, self.deadline = target, deadline
         self.grace = min(grace, deadline)
-        #: CONNECTED's server header, as the last good liveness probe saw it
+        #: CONNECTED's server header, as the last good liveness check saw it
         self.server: str | None = None
 
     async def _open(self) -> Transport:
@@ -417,7 +419,7 @@ class Oracle:
         except TransportError as error:  # a refused connect, a TLS file: the same every time
             raise Unreachable(str(error)) from None
 
-    async def run(self, fuzz: FuzzInput) -> Verdict:
+    async def run(self, fuzz: FuzzInput) -> Judgement:
         """Send `fuzz` on a fresh connection and judge the answer. Raises Unreachable when
         there is no connection or the harness's own handshake fails."""
         transport = await self._open()
@@ -427,26 +429,26 @@ class Oracle:
             async with asyncio.timeout(self.deadline * 2 + self.grace):
                 return await exchange.run()
         except TimeoutError:
-            exchange.verdict.ended = "deadline"
+            exchange.judgement.ended = "deadline"
             exchange.anomaly(Kind.TIMEOUT, fuzz.statement,
                              f"the broker took no more of the input for {self.deadline:g} s")
-            exchange.verdict.response = bytes(exchange.response)
-            return exchange.verdict
+            exchange.judgement.response = bytes(exchange.response)
+            return exchange.judgement
         finally:
             await transport.abort()  # RST: no TIME_WAIT left behind per input
 
     async def alive(self) -> str | None:
         """None when a new connection gets CONNECTED, else why not (one line)."""
         version = self.target.versions[-1]
-        probe = FuzzInput(version=version, chunks=(), expect=Expect.VALID, statement="",
-                          mutation="probe", receipt="")
+        hello = FuzzInput(version=version, chunks=(), expect=Expect.VALID, statement="",
+                          mutation="liveness", receipt="")
         try:
             transport = await self._open()
         except Unreachable as error:
             return str(error)
-        exchange = _Exchange(self, probe, transport)
+        exchange = _Exchange(self, hello, transport)
         try:
-            await exchange.send(handshake(self.target, probe))
+            await exchange.send(handshake(self.target, hello))
             deadline = asyncio.get_running_loop().time() + max(self.deadline, 5.0)
             frame = await exchange.next_frame(deadline)
             if frame is not None and frame.command == "CONNECTED":

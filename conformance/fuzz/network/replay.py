@@ -1,6 +1,7 @@
 """Replaying a finding: its reproducer sent again on fresh connections and judged by the
 same oracle; it reproduces when an anomaly of the same signature shows. A crash finding
-sends its suspect inputs in order, then probes: it reproduces when the probe fails."""
+sends its suspect inputs in order, then checks the broker is alive: it reproduces when a new
+connection gets no CONNECTED."""
 
 from __future__ import annotations
 
@@ -8,17 +9,22 @@ from dataclasses import dataclass, field
 
 from conformance.fuzz.network.findings import Finding, signature
 from conformance.fuzz.network.generators import Generator
-from conformance.fuzz.network.oracle import Anomaly, Kind, Oracle, Unreachable, Verdict
+from conformance.fuzz.network.oracle import Anomaly, Judgement, Kind, Oracle, Unreachable
 
 
 @dataclass
 class Replayed:
     tries: int = 0
     reproduced: int = 0
-    #: the verdict of each try (for a crash: the last suspect's), in order
-    verdicts: list[Verdict] = field(default_factory=list)
+    #: the judgement of each try (for a crash: the last suspect's), in order
+    judgements: list[Judgement] = field(default_factory=list)
     #: the anomaly that matched, from the first try that reproduced
     matched: Anomaly | None = None
+
+    @property
+    def verdicts(self) -> list[Judgement]:
+        """Transitional: the old name of `judgements`, which cli/fuzz.py still reads."""
+        return self.judgements
 
 
 async def replay(finding: Finding, oracle: Oracle, generator: Generator, *,
@@ -35,11 +41,11 @@ async def replay(finding: Finding, oracle: Oracle, generator: Generator, *,
             await _crash_try(finding, oracle, generator, out)
             continue
         try:
-            verdict = await generator.run(oracle, finding.input)
+            judgement = await generator.run(oracle, finding.input)
         except Unreachable as error:
-            verdict = Verdict(ended=f"unreachable: {error}")
-        out.verdicts.append(verdict)
-        for anomaly in verdict.anomalies:
+            judgement = Judgement(ended=f"unreachable: {error}")
+        out.judgements.append(judgement)
+        for anomaly in judgement.anomalies:
             if signature(anomaly, finding.input, finding.generator) == finding.signature:
                 out.reproduced += 1
                 out.matched = out.matched or anomaly
@@ -49,14 +55,14 @@ async def replay(finding: Finding, oracle: Oracle, generator: Generator, *,
 
 async def _crash_try(finding: Finding, oracle: Oracle, generator: Generator,
                      out: Replayed) -> None:
-    last = Verdict()
+    last = Judgement()
     for suspect in finding.suspects or (finding.input,):
         try:
             last = await generator.run(oracle, suspect)
         except Unreachable as error:
-            last = Verdict(ended=f"unreachable: {error}")
+            last = Judgement(ended=f"unreachable: {error}")
             break
-    out.verdicts.append(last)
+    out.judgements.append(last)
     why = await oracle.alive()
     if why is not None:
         out.reproduced += 1

@@ -22,7 +22,7 @@ import yaml
 
 from conformance.codec import Frame, Parser, StompError
 from conformance.fuzz.inputs.expected import Delivery, deliveries, frames_of
-from conformance.fuzz.inputs.model import Expect, FuzzInput
+from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
 from conformance.fuzz.inputs.mutations import MUTATIONS
 from conformance.fuzz.network.findings import Finding
 from conformance.fuzz.network.oracle import Anomaly, Kind, grade

@@ -255,13 +255,14 @@ def _compare(case: _Case) -> Disagreement | None:
 
 # -- classification ---------------------------------------------------------------------------
 
-Verdict = tuple[str, Side, str | None, str]
+#: A classifier's answer: the class, which side the spec supports, the statement, why.
+Classified = tuple[str, Side, str | None, str]
 
 
-def _classify(case: _Case, mine: Seen | None, other: Seen | None) -> Verdict:
-    verdict = _nul_in_head(case) or _eols_before_frame(case) or _crlf_between_frames(case)
-    if verdict is not None:
-        return verdict
+def _classify(case: _Case, mine: Seen | None, other: Seen | None) -> Classified:
+    classified = _nul_in_head(case) or _eols_before_frame(case) or _crlf_between_frames(case)
+    if classified is not None:
+        return classified
     if case.ours.error is not None and mine is None:
         return _ours_rejects(case, other)
     if mine is not None and other is None:
@@ -271,7 +272,7 @@ def _classify(case: _Case, mine: Seen | None, other: Seen | None) -> Verdict:
     return _ours_waits(case, other)
 
 
-def _nul_in_head(case: _Case) -> Verdict | None:
+def _nul_in_head(case: _Case) -> Classified | None:
     """A NUL among the headers of the frame at issue (or of the one before, which a peer
     cut short there), which a peer took for the frame's end. The grammar allows it. Where
     ours rejects the frame for a fault before that NUL, that fault is the class instead."""
@@ -294,7 +295,7 @@ def _nul_in_head(case: _Case) -> Verdict | None:
     return None
 
 
-def _eols_before_frame(case: _Case) -> Verdict | None:
+def _eols_before_frame(case: _Case) -> Classified | None:
     """stomp.py skips single LFs after a NUL; two EOLs left before a frame look to its
     parse_frame like the blank line that ends the headers, and it drops the frame."""
     if case.peer != "stomp.py":
@@ -308,7 +309,7 @@ def _eols_before_frame(case: _Case) -> Verdict | None:
     return None
 
 
-def _crlf_between_frames(case: _Case) -> Verdict | None:
+def _crlf_between_frames(case: _Case) -> Classified | None:
     """stompest skips a LF between frames, not a CR LF: it starts a frame at the CR."""
     if case.peer != "stompest" or b"\r\n" not in case.gap(case.index):
         return None
@@ -331,7 +332,7 @@ def _head(raw: bytes, version: Version) -> bytes:
     return raw if end < 0 else raw[:end]
 
 
-def _unknown(what: str) -> Verdict:
+def _unknown(what: str) -> Classified:
     return "unclassified", Side.UNKNOWN, None, what
 
 
@@ -342,7 +343,7 @@ def _first_line(raw: bytes, offset: int) -> bytes:
     return raw[start:end if end >= 0 else len(raw)]
 
 
-def _ours_rejects(case: _Case, other: Seen | None) -> Verdict:
+def _ours_rejects(case: _Case, other: Seen | None) -> Classified:
     """Ours raised on a frame the peer read (or skipped)."""
     statement = case.ours.statement
     if case.ours.limit or statement is None:
@@ -402,7 +403,7 @@ def _ours_rejects(case: _Case, other: Seen | None) -> Verdict:
     return rule, Side.OURS, statement, f"accepts what {statement} forbids"
 
 
-def _peer_refuses(case: _Case, mine: Seen) -> Verdict:
+def _peer_refuses(case: _Case, mine: Seen) -> Classified:
     """Ours read a frame the peer rejected, waited on or skipped."""
     theirs, v = case.theirs, case.version
     error = theirs.error or ""
@@ -440,7 +441,7 @@ def _header_map(entries: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ..
     return tuple(sorted(found.items()))
 
 
-def _frames_differ(case: _Case, mine: Seen, other: Seen) -> Verdict:
+def _frames_differ(case: _Case, mine: Seen, other: Seen) -> Classified:
     v = case.version
     raw = case.raw
     head = _head(raw, v)
@@ -453,13 +454,13 @@ def _frames_differ(case: _Case, mine: Seen, other: Seen) -> Verdict:
                 "keeps the CR of the CR LF that ends the command line when a bare LF "
                 "follows (1.2: EOL is an optional CR then LF)")
     if mine.command == other.command and mine.body == other.body:
-        verdict = _explain_headers(case, mine, other)
-        if verdict is not None:
-            return verdict
+        classified = _explain_headers(case, mine, other)
+        if classified is not None:
+            return classified
     return _unknown("reads the frame differently")
 
 
-def _explain_headers(case: _Case, mine: Seen, other: Seen) -> Verdict | None:
+def _explain_headers(case: _Case, mine: Seen, other: Seen) -> Classified | None:
     """Same command and body, other headers: reproduce the peer's headers from our entries
     by what it does wrong (a CR LF taken for an EOL before 1.2, escapes decoded where there
     are none, the CR of a 1.2 EOL kept), and name the first that does."""
@@ -496,7 +497,7 @@ def _explain_headers(case: _Case, mine: Seen, other: Seen) -> Verdict | None:
     return None
 
 
-def _ours_waits(case: _Case, other: Seen | None) -> Verdict:
+def _ours_waits(case: _Case, other: Seen | None) -> Classified:
     """Ours waits for more bytes (or read nothing) where the peer has a frame or error."""
     raw, v = case.raw, case.version
     nul = raw.find(b"\x00")

@@ -19,15 +19,15 @@ from hypothesis import seed as seeded
 from hypothesis.stateful import run_state_machine_as_test
 
 from conformance.broker import Broker, BrokerConfig
-from conformance.fuzz.stateful.machine import (
+from conformance.fuzz.stateful.harness import (
     IN_PROCESS,
     Loop,
     Runner,
-    SessionMachine,
     StatefulOptions,
     TimeUp,
     Violation,
 )
+from conformance.fuzz.stateful.machine import SessionMachine
 from conformance.profiles import load_profile
 from conformance.runner.engine import Engine, HarnessError
 from conformance.runner.results import Outcome
