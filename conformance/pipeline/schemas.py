@@ -1,4 +1,4 @@
-"""The StructType of each record kind the pipeline reads (DESIGN.md, 'Result records').
+"""The StructType of each record kind the pipeline reads (reports/README.md, 'JSON Lines records').
 
 Records are JSON Lines written by `conformance.report.records`; every record carries
 `schema_version` and `kind`. Spark reads them with these schemas, never by inference, so a
@@ -64,8 +64,8 @@ CASE_RESULT = StructType(_ENVELOPE + [
     _field("message", StringType()),
 ])
 
-#: One fuzz finding (conformance.report.records.finding_record and FINDING_FIELDS, which
-#: documents each field), version 1.
+#: One fuzz finding (finding_record and FINDING_FIELDS in conformance.fuzz.network.
+#: finding_records, which documents each field), version 1.
 FUZZ_FINDING = StructType(_ENVELOPE + [
     _field("campaign_id", StringType()),
     _field("finding_id", StringType()),

@@ -1,6 +1,7 @@
-"""Result records for the Spark pipeline (DESIGN.md, 'Result records'): JSON Lines, one flat
-record per case execution, no transcript (the JSON report keeps those). The fuzz finding's
-record, the pipeline's other kind, is the fuzzer's (fuzz/network/finding_records.py).
+"""Result records for the Spark pipeline (reports/README.md, 'JSON Lines records'): JSON
+Lines, one flat record per case execution, no transcript (the JSON report keeps those). The
+fuzz finding's record, the pipeline's other kind, is the fuzzer's
+(fuzz/network/finding_records.py).
 """
 
 from __future__ import annotations

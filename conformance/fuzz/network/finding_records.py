@@ -1,6 +1,6 @@
-"""The flat record of a fuzz finding for the Spark pipeline (DESIGN.md, 'Result records'):
-`stomp-conformance fuzz --results DIR` writes one per finding into DIR/findings.jsonl. The
-case records are report/records.py's; both share its SCHEMA_VERSION.
+"""The flat record of a fuzz finding for the Spark pipeline (reports/README.md, 'JSON Lines
+records'): `stomp-conformance fuzz --results DIR` writes one per finding into
+DIR/findings.jsonl. The case records are report/records.py's; both share its SCHEMA_VERSION.
 
 A fuzz-finding record (`finding_record`; the fields and their types are FINDING_FIELDS,
 those that may be null FINDING_NULLABLE):
