@@ -43,6 +43,7 @@ from conformance.runner.steps import brief
 from conformance.spec import statement_id
 from conformance.spec.grammar import Version
 from conformance.wire.connection import Closed, Connection
+from conformance.wire.handshake import connect_frame
 from conformance.wire.target import Target
 from conformance.wire.transcript import Transcript
 from conformance.wire.transport import (
@@ -154,12 +155,7 @@ class _Probe:
                           lambda: time.monotonic() - self.started)
 
     def connect_frame(self) -> bytes:
-        target, version = self.target, self.options.version
-        login, passcode = target.credentials
-        headers = [("accept-version", version), ("heart-beat", "0,0"),
-                   ("host", target.host or target.profile.host or target.address.host)]
-        headers += [(k, v) for k, v in (("login", login), ("passcode", passcode)) if v]
-        return encode_raw("CONNECT", headers)
+        return connect_frame(self.target, self.options.version)
 
     async def connected(self, name: str = "probe", *, patient: bool = False) -> Connection:
         """A fresh connection past CONNECTED. `patient`: try three times, a broker still

@@ -95,10 +95,6 @@ class CaseRun:
         self.server: dict[str, str] = {}
         self.step: Step | None = None
         login, passcode = target.credentials
-        self.login, self.passcode = login, passcode
-        self.host = target.host or target.profile.host or target.address.host
-        #: the user or the profile named the virtual host (else it is the address's)
-        self.host_given = bool(target.host or target.profile.host)
         slug = re.sub(r"[^a-z0-9]+", "-", case.id)
         unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
         self.variables: dict[str, str] = {
@@ -106,7 +102,7 @@ class CaseRun:
             "queue2": target.profile.queue.format(name=unique + "-2"),
             "topic": target.profile.topic.format(name=unique),
             "topic2": target.profile.topic.format(name=unique + "-2"),
-            "id": unique, "host": self.host, "version": version,
+            "id": unique, "host": target.virtual_host, "version": version,
             "login": login or "", "passcode": passcode or "",
         }
 

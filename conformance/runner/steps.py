@@ -20,6 +20,7 @@ from conformance.spec.grammar import (
     parse_accept_version,
 )
 from conformance.wire.connection import Closed, Connection, Event
+from conformance.wire.handshake import connect_headers
 
 if TYPE_CHECKING:
     from conformance.runner.engine import CaseRun
@@ -163,17 +164,8 @@ def refusal(run: CaseRun, conn: Connection, event: Event | None) -> bool:
 async def step_connect(run: CaseRun, args: dict[str, Any]) -> None:
     name = args.get("conn", "main")
     conn = run.connections.get(name) or await run.open(name)
-    headers = run.headers(args.get("headers"))
-    names = {k for k, _ in headers}
-    if "accept-version" not in names and run.version != "1.0":
-        headers.insert(0, ("accept-version", run.version))
-    # 1.0 has no host header, but brokers that serve virtual hosts read it in 1.0 too:
-    # sent when the user or the profile named one
-    if "host" not in names and (run.version != "1.0" or run.host_given):
-        headers.insert(1, ("host", run.host))
-    for key, value in (("login", run.login), ("passcode", run.passcode)):
-        if value is not None and key not in names:
-            headers.append((key, value))
+    headers = connect_headers(run.target, run.version, heart_beat=None,
+                              given=run.headers(args.get("headers")))
     accept = next((v for k, v in headers if k == "accept-version"), None)
     conn.offered = list(parse_accept_version(accept))
     conn.heart_beat = heart_beat_pair(

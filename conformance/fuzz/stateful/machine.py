@@ -33,11 +33,12 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from conformance.codec import Frame, encode, encode_raw, validate_server_frame
+from conformance.codec import Frame, encode, validate_server_frame
 from conformance.runner.steps import brief
 from conformance.spec import catalogue, statement_id
 from conformance.spec.session import MODES, Message, Model, Problem
 from conformance.wire.connection import Closed, Connection
+from conformance.wire.handshake import connect_frame
 from conformance.wire.target import Target
 from conformance.wire.transcript import Transcript
 from conformance.wire.transport import TransportError, open_transport
@@ -359,16 +360,10 @@ class SessionMachine(RuleBasedStateMachine):
         if opened is None:
             return
         name, conn = opened
-        target = self.runner.target
-        login, passcode = target.credentials
-        headers = [("accept-version", version),
-                   ("host", target.host or target.profile.host or target.address.host),
-                   ("heart-beat", "0,0")]
-        headers += [(k, v) for k, v in (("login", login), ("passcode", passcode)) if v]
         self._note("connect", conn=name, headers={"accept-version": version,
                                                   "heart-beat": "0,0"})
         conn.offered = [version]
-        await conn.send(encode_raw("CONNECT", headers))
+        await conn.send(connect_frame(self.runner.target, version))
         event = await conn.next_event(self.options.within)
         if not isinstance(event, Frame) or event.command != "CONNECTED":
             self._problem(Problem("connect-refused", ("connecting.connected-response",),
