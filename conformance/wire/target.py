@@ -1,5 +1,6 @@
 """The broker under test as the harness reaches it: its address, profile, TLS options and
-the run's settings (credentials, virtual host) with their one order of precedence."""
+the run's settings (credentials, virtual host) with their one order of precedence; and
+`HarnessError`, raised by the runner and the probes alike when it cannot be reached."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from typing import cast
 from conformance.profiles import Profile
 from conformance.spec.grammar import Version
 from conformance.wire.transport import BrokerAddress, TlsOptions
+
+
+class HarnessError(Exception):
+    """The run cannot start or go on (broker unreachable, bad TLS setup): one line."""
 
 
 @dataclass(frozen=True)
