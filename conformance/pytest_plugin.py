@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from conformance.profiles import ProfileError, load_profile
-from conformance.runner.engine import Engine, HarnessError, run_case
+from conformance.runner.engine import Engine, run_case
 from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_file
 from conformance.spec import catalogue
-from conformance.wire.target import Target
+from conformance.wire.target import HarnessError, Target
 from conformance.wire.transport import parse_broker
 
 TAIL = 12  # transcript records shown under a failure

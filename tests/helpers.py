@@ -13,7 +13,8 @@ from pathlib import Path
 
 from conformance.codec import Frame, Heartbeat, Parser, StompError
 from conformance.profiles import load_profile
-from conformance.runner.engine import Engine, EngineEvent
+from conformance.runner.engine import Engine
+from conformance.runner.events import RunEvent
 from conformance.runner.results import CaseResult
 from conformance.scenario import load_file
 from conformance.spec.grammar import Version
@@ -85,7 +86,7 @@ def case(steps: str, *, id: str = "t.case", statements: str = "", extra: str = "
 
 
 def run_cases(tmp_path: Path, port: int, *texts: str, profile: str = "reference",
-              events: list[EngineEvent] | None = None, **options: float) -> list[CaseResult]:
+              events: list[RunEvent] | None = None, **options: float) -> list[CaseResult]:
     """Run YAML cases through the engine against 127.0.0.1:port."""
     path = tmp_path / "cases.yaml"
     path.write_text("".join(texts))

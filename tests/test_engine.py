@@ -12,15 +12,15 @@ import pytest
 from helpers import case, run_cases
 from peers import TinyBroker, endless, endless_body, garbage, mid_frame, serving, silent
 
-from conformance.runner.engine import (
+from conformance.runner.events import (
     CaseFinished,
     CaseStarted,
-    EngineEvent,
-    HarnessError,
+    RunEvent,
     RunFinished,
     RunStarted,
 )
 from conformance.runner.results import Outcome
+from conformance.wire.target import HarnessError
 from conformance.wire.transcript import Budget, Record, Transcript
 
 CONVERSATION = case("""
@@ -262,7 +262,7 @@ def test_many_small_records_are_bounded_too() -> None:
 
 def test_parallel_jobs_events_and_stable_order(tmp_path: Path) -> None:
     texts = [case("- connect: {}\n- sleep: 0.2", id=f"t.c{i}") for i in (3, 1, 2, 0)]
-    events: list[EngineEvent] = []
+    events: list[RunEvent] = []
     with serving(TinyBroker()) as port:
         results = run_cases(tmp_path, port, *texts, events=events, jobs=4)
     assert [r.id for r in results] == ["t.c0", "t.c1", "t.c2", "t.c3"]

@@ -267,9 +267,11 @@ def test_a_broker_that_stops_answering_is_a_crash_finding(tmp_path: Path) -> Non
     from conformance.fuzz.network.campaign import Campaign, Settings, open_folder, worst
     from conformance.fuzz.network.findings import BrokerInfo
     from conformance.fuzz.network.generators import GrammarGenerator
-    from conformance.fuzz.network.oracle import Oracle, Target
+    from conformance.fuzz.network.oracle import Oracle
+    from conformance.profiles import load_profile
     from conformance.runner.results import Outcome
     from conformance.spec.grammar import VERSIONS
+    from conformance.wire.target import Target
     from conformance.wire.transport import parse_broker
 
     async def main() -> list[object]:
@@ -294,7 +296,8 @@ def test_a_broker_that_stops_answering_is_a_crash_finding(tmp_path: Path) -> Non
 
         server = await asyncio.start_server(answer, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        oracle = Oracle(Target(parse_broker(f"127.0.0.1:{port}"), host="h"), deadline=0.5)
+        oracle = Oracle(Target(parse_broker(f"127.0.0.1:{port}"), load_profile("reference"),
+                               host="h"), deadline=0.5)
         folder, state, _ = open_folder(tmp_path / "c", seed=1, broker=BrokerInfo(
             f"tiny@127.0.0.1:{port}", f"127.0.0.1:{port}", "reference"), generator="grammar",
             versions=VERSIONS, tool_version="0")

@@ -48,10 +48,10 @@ from conformance.fuzz.network.oracle import (
     Judgement,
     Kind,
     Oracle,
-    Target,
     Unreachable,
 )
 from conformance.fuzz.network.reproducer import case_yaml
+from conformance.profiles import load_profile
 from conformance.runner.results import Outcome
 from conformance.scenario import load_file
 from conformance.spec import catalogue
@@ -62,6 +62,7 @@ from conformance.spec.grammar import (
     negotiate,
     parse_accept_version,
 )
+from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -74,8 +75,8 @@ def clean() -> Iterator[int]:
 
 
 def oracle(port: int, deadline: float = 2.0) -> Oracle:
-    return Oracle(Target(parse_broker(f"127.0.0.1:{port}"), host="localhost"),
-                  deadline=deadline, grace=min(deadline, 1.0))
+    target = Target(parse_broker(f"127.0.0.1:{port}"), load_profile("reference"), host="localhost")
+    return Oracle(target, deadline=deadline, grace=min(deadline, 1.0))
 
 
 def judge(port: int, fuzz: FuzzInput, deadline: float = 2.0) -> Judgement:

@@ -181,7 +181,7 @@ def test_the_cli_runs_a_saved_case(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_broker_is_a_harness_error(tmp_path: Path) -> None:
-    from conformance.runner.engine import HarnessError
+    from conformance.wire.target import HarnessError
 
     target = Target(parse_broker("127.0.0.1:1"), load_profile("reference"))
     with pytest.raises(HarnessError, match="connection refused"):

@@ -12,21 +12,26 @@ import pytest
 from helpers import cli
 from peers import endless, serving
 
-from conformance.broker import BrokerConfig
+from conformance.broker import BrokerConfig, embedded
 from conformance.codec import Frame, Limits, Parser, encode
-from conformance.probes import Grade, ProbeOptions, ProbeVerdict, probe
+from conformance.probes import Grade, ProbeOptions, ProbeResult, probe, run_probes
 from conformance.profiles import load_profile
-from conformance.runner.engine import HarnessError
-from conformance.wire.target import Target
+from conformance.wire.target import HarnessError, Target
 from conformance.wire.transport import parse_broker
 
 LIMITS = Limits(max_headers=37, max_header_line=700, max_body=3000, max_frame=100_000)
 QUICK = ProbeOptions(within=2.0, budget=20.0, slow_interval=0.2, slow_budget=3.0)
 
 
-def run(*names: str, options: ProbeOptions = QUICK, **config: object) -> dict[str, ProbeVerdict]:
+def run(*names: str, options: ProbeOptions = QUICK, **config: object) -> dict[str, ProbeResult]:
     broker = BrokerConfig(port=0, **config)  # type: ignore[arg-type]
-    return {v.probe: v for v in probe(probes=names, options=options, broker=broker)}
+
+    async def against_the_reference_broker() -> list[ProbeResult]:
+        async with embedded(broker) as server:
+            target = Target(parse_broker(f"127.0.0.1:{server.port}"), load_profile("reference"))
+            return await run_probes(target, probes=names, options=options)
+
+    return {v.probe: v for v in asyncio.run(against_the_reference_broker())}
 
 
 def test_the_configured_limits_are_found_exactly() -> None:
@@ -176,7 +181,7 @@ def test_a_broker_that_does_not_answer_connect_is_a_harness_error() -> None:
     with pytest.raises(HarnessError, match="connection refused"):
         probe(target, probes=["body"])
     with pytest.raises(ValueError, match="unknown probe"):
-        probe(probes=["bogus"])
+        probe(target, probes=["bogus"])
     with pytest.raises(ValueError, match="budget"):
         ProbeOptions(budget=0)
 

@@ -37,7 +37,8 @@ from conformance.report import (
 from conformance.report.json_report import chunks, dumps
 from conformance.report.junit import ALLOWED
 from conformance.report.verdict import certify
-from conformance.runner.engine import Engine, RunFinished, RunStarted
+from conformance.runner.engine import Engine
+from conformance.runner.events import RunFinished, RunStarted
 from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import load_cases
 from conformance.spec import catalogue

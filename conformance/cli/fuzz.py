@@ -30,12 +30,13 @@ from conformance.fuzz.network.finding_records import finding_record, write_findi
 from conformance.fuzz.network.findings import BrokerInfo, Finding
 from conformance.fuzz.network.folder import CampaignDir, CampaignDirError, load_finding
 from conformance.fuzz.network.generators import generator
-from conformance.fuzz.network.oracle import Oracle, Target, Unreachable
+from conformance.fuzz.network.oracle import Oracle, Unreachable
 from conformance.fuzz.network.replay import Replayed, replay
 from conformance.profiles import Profile, ProfileError, load_profile
 from conformance.report.scrub import Scrubber
 from conformance.runner.results import Outcome
 from conformance.spec.grammar import VERSIONS, Version
+from conformance.wire.target import Target
 from conformance.wire.transport import BrokerAddress, TlsOptions, is_loopback, parse_broker
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
@@ -97,11 +98,8 @@ class Where:
             yield self._target(parse_broker(f"127.0.0.1:{port}"), versions)
 
     def _target(self, address: BrokerAddress, versions: Sequence[Version]) -> Target:
-        login = self.login or address.login or self.profile.login
-        passcode = self.passcode or address.passcode or self.profile.passcode
-        host = self.vhost or self.profile.host or address.host
-        return Target(address, host=host, login=login, passcode=passcode, tls=self.tls,
-                      versions=tuple(versions))
+        return Target(address, self.profile, tls=self.tls, login=self.login,
+                      passcode=self.passcode, host=self.vhost, chosen=tuple(versions))
 
     @property
     def secret(self) -> str | None:

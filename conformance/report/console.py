@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from conformance.report.verdict import certify
-from conformance.runner.engine import CaseFinished, EngineEvent, RunFinished, RunStarted
+from conformance.runner.events import CaseFinished, RunEvent, RunFinished, RunStarted
 from conformance.runner.results import Outcome, summarise
 
 STYLE = {
@@ -29,7 +29,7 @@ class ConsoleReporter:
         self.task = self.progress.add_task("cases", total=0, tally="")
         self.failed = 0
 
-    def __call__(self, event: EngineEvent) -> None:
+    def __call__(self, event: RunEvent) -> None:
         if isinstance(event, RunStarted):
             self.console.print(f"stomp-conformance: {event.total} case runs against "
                                f"{event.target.address.display} "

@@ -14,7 +14,7 @@ from conformance.report.json_report import chunks, report_json
 from conformance.report.junit import report_junit
 from conformance.report.markdown import render_markdown
 from conformance.report.records import write_records
-from conformance.runner.engine import EngineEvent, RunFinished, RunStarted
+from conformance.runner.events import RunEvent, RunFinished, RunStarted
 from conformance.wire.target import Target
 
 
@@ -38,7 +38,7 @@ class ReportWriter:
         self.target: Target | None = None
         self.written: list[Path] = []
 
-    def __call__(self, event: EngineEvent) -> None:
+    def __call__(self, event: RunEvent) -> None:
         if isinstance(event, RunStarted):
             self.target = event.target
         elif isinstance(event, RunFinished):

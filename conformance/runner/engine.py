@@ -1,5 +1,5 @@
-"""The engine: runs cases against a broker and emits events. The CLI, the pytest plugin
-and every report are handlers of these events; none of them runs a case itself.
+"""The engine: runs cases against a broker and emits events (runner.events). The CLI, the
+pytest plugin and every report are handlers of these events; none of them runs a case itself.
 
 Each case runs once per version it names that the profile speaks, with its own
 connections, its own unique destinations and a byte-exact transcript. `jobs` cases run at
@@ -9,163 +9,48 @@ once (they wait on the network most of the time); a case has a timeout, the run 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from conformance.runner.results import BROKEN, CaseResult, Outcome, worst
-from conformance.runner.steps import (
-    STEPS,
-    CaseError,
-    SetupRefused,
-    StepFailed,
-    heart_beat_pair,
-    violations,
+from conformance.runner.case_run import CaseError, CaseRun, SetupRefused, StepFailed
+from conformance.runner.events import (
+    CaseFinished,
+    CaseStarted,
+    Handler,
+    RunEvent,
+    RunFinished,
+    RunStarted,
 )
+from conformance.runner.judge import broken
+from conformance.runner.results import BROKEN, CaseResult, Outcome, worst
+from conformance.runner.steps import STEPS
 from conformance.scenario import Case, Step
 from conformance.scenario.loader import load_file
-from conformance.spec import catalogue
 from conformance.spec.grammar import VERSIONS
-from conformance.wire.connection import Connection
-from conformance.wire.target import Target
-from conformance.wire.transcript import Budget, Record, Transcript
-from conformance.wire.transport import (
-    TransportError,
-    open_transport,
-)
+from conformance.wire.target import HarnessError, Target
+from conformance.wire.transcript import Budget, Transcript
+from conformance.wire.transport import TransportError, open_transport
 
-VARIABLE = re.compile(r"\$\{([^}]*)\}")
-#: The most violations a case keeps (each grades the case; more only repeat them).
-MAX_FOUND = 100
-
-
-# -- events --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RunStarted:
-    target: Target
-    total: int
+# The names report/, cli/ and fuzz/ import from here until they import them from their
+# homes: the events from runner.events (EngineEvent is now RunEvent), HarnessError from
+# wire.target.
+EngineEvent = RunEvent
+__all__ = ["SESSION", "CaseFinished", "CaseStarted", "Engine", "EngineEvent", "Handler",
+           "HarnessError", "RunEvent", "RunFinished", "RunStarted", "capability_cases",
+           "execute", "run_case"]
 
 
-@dataclass(frozen=True)
-class CaseStarted:
-    case: Case
-    version: str
-
-
-@dataclass(frozen=True)
-class CaseFinished:
-    result: CaseResult
-
-
-@dataclass(frozen=True)
-class RunFinished:
-    results: list[CaseResult]
-    duration: float
-    #: headers of the broker's CONNECTED seen first (server, version, ...)
-    server: dict[str, str]
-
-
-EngineEvent = RunStarted | CaseStarted | CaseFinished | RunFinished
-Handler = Callable[[EngineEvent], None]
-
-
-class HarnessError(Exception):
-    """The run cannot start or go on (broker unreachable, bad TLS setup): one line."""
-
-
-# -- one case ------------------------------------------------------------------------------
-
-class CaseRun:
-    """The state of one case at one version: connections, variables, grades."""
-
-    def __init__(self, case: Case, version: str, target: Target, run_id: str) -> None:
-        self.case, self.version, self.target = case, version, target
-        self.started = time.monotonic()
-        self.transcript = Transcript()
-        self.connections: dict[str, Connection] = {}
-        self.grades: list[tuple[Outcome, str]] = []
-        self.found: list[tuple[str, str]] = []  # (statement, text) from the validator
-        self.server: dict[str, str] = {}
-        self.step: Step | None = None
-        login, passcode = target.credentials
-        self.login, self.passcode = login, passcode
-        self.host = target.host or target.profile.host or target.address.host
-        #: the user or the profile named the virtual host (else it is the address's)
-        self.host_given = bool(target.host or target.profile.host)
-        slug = re.sub(r"[^a-z0-9]+", "-", case.id)
-        unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
-        self.variables: dict[str, str] = {
-            "queue": target.profile.queue.format(name=unique),
-            "queue2": target.profile.queue.format(name=unique + "-2"),
-            "topic": target.profile.topic.format(name=unique),
-            "topic2": target.profile.topic.format(name=unique + "-2"),
-            "id": unique, "host": self.host, "version": version,
-            "login": login or "", "passcode": passcode or "",
-        }
-
-    def clock(self) -> float:
-        return time.monotonic() - self.started
-
-    def substitute(self, text: str, quote: Callable[[str], str] = str) -> str:
-        return VARIABLE.sub(lambda m: quote(self.variables.get(m.group(1), m.group(0))), text)
-
-    def headers(self, given: Any) -> list[tuple[str, str]]:
-        pairs = given.items() if isinstance(given, dict) else (given or [])
-        return [(self.substitute(str(k)), self.substitute(str(v))) for k, v in pairs]
-
-    async def open(self, name: str) -> Connection:
-        if name in self.connections:
-            raise CaseError(f"connection {name!r} is already open")
-        try:
-            transport = await open_transport(self.target.address, tls=self.target.tls)
-        except TransportError as error:
-            raise CaseError(str(error)) from None
-        self.transcript.add(Record(self.clock(), "note", name, note=f"open {transport.peer}"))
-        conn = Connection(name, transport, self.transcript, self.clock)
-        conn.set_version(self.version)
-        self.connections[name] = conn
-        return conn
-
-    def conn(self, args: dict[str, Any]) -> Connection:
-        name = args.get("conn", "main")
-        if name not in self.connections:
-            raise CaseError(f"connection {name!r} is not open (add an open or connect step)")
-        return self.connections[name]
-
-    def judge(self, conn: Connection, frame: Any) -> None:
-        """Every frame received goes through the validator, looked for or not."""
-        if frame.command == "CONNECTED":
-            conn.server_heart_beat = heart_beat_pair(frame.get("heart-beat"))
-            if not self.server:
-                self.server = frame.header_map
-        for judged in violations(conn, frame):
-            if len(self.found) < MAX_FOUND:  # a storm of bad frames: the first ones say it
-                self.found.append((judged.statement, judged.text))
-
-    def grade(self, outcome: Outcome, note: str) -> None:
-        self.grades.append((outcome, note))
-
-    def grade_of(self, statement: str) -> Outcome:
-        return BROKEN[catalogue()[statement].level.strength]
-
-    async def execute(self) -> None:
-        for step in self.case.steps:
-            self.step = step
-            await STEPS[step.kind](self, step.args)
-
-    async def close(self) -> None:
-        for conn in self.connections.values():
-            try:
-                await conn.close()
-            except TransportError:
-                pass
+async def execute(run: CaseRun) -> None:
+    """Run the case's steps in order, each knowing which is running (for its line)."""
+    for step in run.case.steps:
+        run.step = step
+        await STEPS[step.kind](run, step.args)
 
 
 def _result(run: CaseRun, outcome: Outcome, **extra: Any) -> CaseResult:
@@ -202,7 +87,7 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
     refused = False
     try:
         async with asyncio.timeout(case.timeout or timeout):
-            await run.execute()
+            await execute(run)
     except StepFailed as failed:
         failure = failed
     except SetupRefused as problem:
@@ -226,12 +111,12 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
         await run.close()
     step = run.step
     fields: dict[str, Any] = {"step_line": step.line if step else 0,
-                              "violations": [text for _, text in run.found]}
+                              "violations": [judged.text for judged in run.found]}
     if error:
         return _result(run, Outcome.ERROR, message=error, setup_refused=refused,
                        **fields), run.server
     grades = [g for g, _ in run.grades]
-    grades += [run.grade_of(s) for s, _ in run.found]
+    grades += [broken(judged.statement) for judged in run.found]
     if failure is not None:
         grades.append(failure.grade or BROKEN[case.level])
         fields.update(expected=failure.expected, observed=failure.observed,
@@ -240,9 +125,8 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
                       statement=case.statements[0])
     outcome = worst(*grades)
     if failure is None and run.found and outcome != Outcome.PASSED:
-        statement, text = next((f for f in run.found if run.grade_of(f[0]) == outcome),
-                               run.found[0])
-        fields.update(message=text, statement=statement)
+        first = next((j for j in run.found if broken(j.statement) == outcome), run.found[0])
+        fields.update(message=first.text, statement=first.statement)
     elif failure is None:
         fields["message"] = next((note for g, note in run.grades if g == outcome and note), "")
     deviation = profile.deviation(case.id, version)
@@ -357,7 +241,7 @@ class Engine:
             CaseResult]:
         handlers = list(handlers)
 
-        def emit(event: EngineEvent) -> None:
+        def emit(event: RunEvent) -> None:
             for handler in handlers:
                 handler(event)
 

@@ -1,4 +1,6 @@
-"""One connection of a case: a transport, an observing parser, and the transcript.
+"""One connection of a case: a transport, an observing parser, and the transcript; and
+the words (`describe`, `brief`) in which the runner, the probes and the fuzzers say what
+arrived on it.
 
 A reader task turns every byte the broker sends into events as it arrives, so a frame, a
 heart-beat or a close is timestamped when it happens, not when a step asks for it.
@@ -37,6 +39,33 @@ class Closed:
 
 
 Event = Frame | Heartbeat | Closed
+
+
+def describe(event: Event | None, within: float) -> str:
+    """What arrived, for a step's `observed`: the frame's command, headers and body cut
+    short, the close and its reason, or nothing within `within` seconds."""
+    if event is None:
+        return f"nothing within {within:g} s"
+    if isinstance(event, Closed):
+        return f"connection closed ({event.reason})"
+    if isinstance(event, Heartbeat):
+        return "a heart-beat EOL"
+    headers = ", ".join(f"{k[:40]}:{v[:200]}" for k, v in event.headers[:8])
+    body = event.body[:60].decode("utf-8", "replace")
+    command = event.command if event.command.isalpha() else repr(event.command[:40])
+    return f"{command[:40]} frame [{headers}]" + (f" body {body!r}" if event.body else "")
+
+
+def brief(event: Event | None) -> str:
+    """What arrived, in a few words: the command and any ERROR message, or the close."""
+    if event is None:
+        return "nothing"
+    if isinstance(event, Closed):
+        return f"a close ({event.reason})"
+    if isinstance(event, Frame):
+        message = event.get("message")
+        return event.command + (f" ({' '.join(message.split())[:80]})" if message else "")
+    return "a heart-beat"
 
 
 class Connection:

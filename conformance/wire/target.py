@@ -1,13 +1,20 @@
 """The broker under test as the harness reaches it: its address, profile, TLS options and
-the run's settings (credentials, virtual host) with their one order of precedence."""
+the run's settings (credentials, virtual host) with their one order of precedence; and
+`HarnessError`, raised by the runner and the probes alike when it cannot be reached."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from conformance.profiles import Profile
+from conformance.spec.grammar import Version
 from conformance.wire.transport import BrokerAddress, TlsOptions
+
+
+class HarnessError(Exception):
+    """The run cannot start or go on (broker unreachable, bad TLS setup): one line."""
 
 
 @dataclass(frozen=True)
@@ -19,6 +26,8 @@ class Target:
     login: str | None = field(default=None, repr=False)
     passcode: str | None = field(default=None, repr=False)
     host: str | None = None
+    #: the versions to speak, when the user chose some (else the profile's)
+    chosen: tuple[Version, ...] = ()
     #: capability -> what the run saw of it, for those found out from the broker
     probed: Mapping[str, str] = field(default_factory=dict)
 
@@ -26,3 +35,17 @@ class Target:
     def credentials(self) -> tuple[str | None, str | None]:
         return (self.login or self.address.login or self.profile.login,
                 self.passcode or self.address.passcode or self.profile.passcode)
+
+    @property
+    def virtual_host(self) -> str:
+        """CONNECT's host header: the flag's, else the profile's, else the address's."""
+        return self.host or self.profile.host or self.address.host
+
+    @property
+    def host_given(self) -> bool:
+        """Whether the user or the profile named the virtual host."""
+        return bool(self.host or self.profile.host)
+
+    @property
+    def versions(self) -> tuple[Version, ...]:
+        return self.chosen or cast(tuple[Version, ...], self.profile.versions)

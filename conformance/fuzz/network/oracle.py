@@ -16,14 +16,12 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from conformance.codec import (
     Frame,
     Limits,
     Parser,
     StompError,
-    encode_raw,
     validate_server_frame,
 )
 from conformance.fuzz.inputs.expected import (
@@ -38,9 +36,9 @@ from conformance.fuzz.inputs.mutations import MUTATIONS
 from conformance.runner.results import BROKEN, Outcome
 from conformance.spec import catalogue, statement_id
 from conformance.spec.grammar import COMMANDS, VERSIONS, Version, parse_accept_version
+from conformance.wire.handshake import connect_frame
+from conformance.wire.target import Target
 from conformance.wire.transport import (
-    BrokerAddress,
-    TlsOptions,
     Transport,
     TransportError,
     open_transport,
@@ -134,37 +132,10 @@ class Unreachable(Exception):
     nothing to judge the input by (one line)."""
 
 
-@dataclass(frozen=True)
-class Target:
-    """The broker, and what its handshake needs (credentials never leave this object)."""
-
-    address: BrokerAddress
-    host: str
-    login: str | None = field(default=None, repr=False)
-    passcode: str | None = field(default=None, repr=False)
-    tls: TlsOptions | None = None
-    versions: tuple[Version, ...] = VERSIONS
-
-
-@lru_cache(maxsize=256)
-def _handshake(command: str, version: Version, host: str, login: str | None,
-               passcode: str | None, extra: tuple[tuple[str, str], ...]) -> bytes:
-    headers: list[tuple[str, str]] = []
-    if version != "1.0":
-        headers += [("accept-version", version), ("host", host), ("heart-beat", "0,0")]
-    if login is not None:
-        headers.append(("login", login))
-    if passcode is not None:
-        headers.append(("passcode", passcode))
-    names = {k for k, _ in extra}
-    headers = [h for h in headers if h[0] not in names] + list(extra)
-    return encode_raw(command, headers)
-
-
 def handshake(target: Target, fuzz: FuzzInput) -> bytes:
     """The CONNECT (or STOMP) the harness writes before the input's chunks."""
-    return _handshake(fuzz.connect or "CONNECT", fuzz.version, target.host, target.login,
-                      target.passcode, fuzz.connect_headers)
+    return connect_frame(target, fuzz.version, command=fuzz.connect or "CONNECT",
+                         given=fuzz.connect_headers)
 
 
 def _under_test(fuzz: FuzzInput) -> bool:

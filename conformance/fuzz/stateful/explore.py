@@ -29,11 +29,11 @@ from conformance.fuzz.stateful.harness import (
 )
 from conformance.fuzz.stateful.machine import SessionMachine
 from conformance.profiles import load_profile
-from conformance.runner.engine import Engine, HarnessError
+from conformance.runner.engine import Engine
 from conformance.runner.results import Outcome
 from conformance.scenario import load_file
 from conformance.spec import catalogue
-from conformance.wire.target import Target
+from conformance.wire.target import HarnessError, Target
 from conformance.wire.transport import parse_broker
 
 

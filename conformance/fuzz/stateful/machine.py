@@ -26,12 +26,12 @@ from typing import TypeVar
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from conformance.codec import Frame, encode, encode_raw
+from conformance.codec import Frame, encode
 from conformance.fuzz.stateful.checking import Checking, _Wire
 from conformance.fuzz.stateful.harness import Runner
-from conformance.runner.steps import brief
 from conformance.spec.session import MODES, Message, Problem
-from conformance.wire.connection import Closed, Connection
+from conformance.wire.connection import Closed, Connection, brief
+from conformance.wire.handshake import connect_frame
 from conformance.wire.transport import TransportError, open_transport
 
 T = TypeVar("T")
@@ -188,16 +188,10 @@ class SessionMachine(Checking):
         if opened is None:
             return
         name, conn = opened
-        target = self.runner.target
-        login, passcode = target.credentials
-        headers = [("accept-version", version),
-                   ("host", target.host or target.profile.host or target.address.host),
-                   ("heart-beat", "0,0")]
-        headers += [(k, v) for k, v in (("login", login), ("passcode", passcode)) if v]
         self._note("connect", conn=name, headers={"accept-version": version,
                                                   "heart-beat": "0,0"})
         conn.offered = [version]
-        await conn.send(encode_raw("CONNECT", headers))
+        await conn.send(connect_frame(self.runner.target, version))
         event = await conn.next_event(self.options.within)
         if not isinstance(event, Frame) or event.command != "CONNECTED":
             self._problem(Problem("connect-refused", ("connecting.connected-response",),

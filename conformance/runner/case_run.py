@@ -1,0 +1,126 @@
+"""One case at one version as it runs: its connections, its variables and what it found,
+and the ways a step ends it. The steps act on a CaseRun; the engine makes one per case and
+grades it when the steps are done."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from conformance.codec import Frame
+from conformance.runner.judge import Judged, judge
+from conformance.runner.results import Outcome
+from conformance.scenario import Case, Step
+from conformance.spec.grammar import HEART_BEAT
+from conformance.wire.connection import Connection
+from conformance.wire.target import Target
+from conformance.wire.transcript import Record, Transcript
+from conformance.wire.transport import TransportError, open_transport
+
+VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+class StepFailed(Exception):
+    """An expectation not met: graded by the case's level (or the alternative's grade)."""
+
+    def __init__(self, expected: str, observed: str, *, grade: Outcome | None = None) -> None:
+        super().__init__(f"expected {expected}; observed {observed}")
+        self.expected, self.observed, self.grade = expected, observed, grade
+
+
+class CaseError(Exception):
+    """The case itself cannot go on (a connection it names was never opened...)."""
+
+
+class SetupRefused(CaseError):
+    """A CONNECT the case needs only to get a session was not answered with CONNECTED:
+    the broker's settings (credentials, virtual host) are the likely cause, not the
+    statement the case checks."""
+
+    def __init__(self, message: str, observed: str) -> None:
+        super().__init__(message)
+        self.observed = observed
+
+
+def heart_beat_pair(value: str | None) -> tuple[int, int] | None:
+    """A heart-beat header's two intervals: a missing header means 0,0
+    (heart-beating.missing-header); None when it is not two integers."""
+    if value is None:
+        return 0, 0
+    match = HEART_BEAT.match(value)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+class CaseRun:
+    """The state of one case at one version: connections, variables, grades."""
+
+    def __init__(self, case: Case, version: str, target: Target, run_id: str) -> None:
+        self.case, self.version, self.target = case, version, target
+        self.started = time.monotonic()
+        self.transcript = Transcript()
+        self.connections: dict[str, Connection] = {}
+        self.grades: list[tuple[Outcome, str]] = []
+        self.found: list[Judged] = []  # from the validator
+        self.server: dict[str, str] = {}
+        self.step: Step | None = None
+        login, passcode = target.credentials
+        slug = re.sub(r"[^a-z0-9]+", "-", case.id)
+        unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
+        self.variables: dict[str, str] = {
+            "queue": target.profile.queue.format(name=unique),
+            "queue2": target.profile.queue.format(name=unique + "-2"),
+            "topic": target.profile.topic.format(name=unique),
+            "topic2": target.profile.topic.format(name=unique + "-2"),
+            "id": unique, "host": target.virtual_host, "version": version,
+            "login": login or "", "passcode": passcode or "",
+        }
+
+    def clock(self) -> float:
+        return time.monotonic() - self.started
+
+    def substitute(self, text: str, quote: Callable[[str], str] = str) -> str:
+        return VARIABLE.sub(lambda m: quote(self.variables.get(m.group(1), m.group(0))), text)
+
+    def headers(self, given: Any) -> list[tuple[str, str]]:
+        pairs = given.items() if isinstance(given, dict) else (given or [])
+        return [(self.substitute(str(k)), self.substitute(str(v))) for k, v in pairs]
+
+    async def open(self, name: str) -> Connection:
+        if name in self.connections:
+            raise CaseError(f"connection {name!r} is already open")
+        try:
+            transport = await open_transport(self.target.address, tls=self.target.tls)
+        except TransportError as error:
+            raise CaseError(str(error)) from None
+        self.transcript.add(Record(self.clock(), "note", name, note=f"open {transport.peer}"))
+        conn = Connection(name, transport, self.transcript, self.clock)
+        conn.set_version(self.version)
+        self.connections[name] = conn
+        return conn
+
+    def conn(self, args: dict[str, Any]) -> Connection:
+        name = args.get("conn", "main")
+        if name not in self.connections:
+            raise CaseError(f"connection {name!r} is not open (add an open or connect step)")
+        return self.connections[name]
+
+    def received(self, conn: Connection, frame: Frame) -> None:
+        """Every frame a step receives comes here, looked for or not: a CONNECTED's
+        heart-beat offer and server headers are kept, and the frame is judged."""
+        if frame.command == "CONNECTED":
+            conn.server_heart_beat = heart_beat_pair(frame.get("heart-beat"))
+            if not self.server:
+                self.server = frame.header_map
+        judge(self.found, conn, frame)
+
+    def grade(self, outcome: Outcome, note: str) -> None:
+        self.grades.append((outcome, note))
+
+    async def close(self) -> None:
+        for conn in self.connections.values():
+            try:
+                await conn.close()
+            except TransportError:
+                pass

@@ -1,0 +1,143 @@
+"""The steps that send frames or raw octets and the steps that expect what comes back:
+a frame, nothing, ERROR then close, a close, or the first of several alternatives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.codec import Frame, encode_raw, escape
+from conformance.runner.case_run import CaseRun, StepFailed
+from conformance.runner.judge import broken
+from conformance.runner.results import Outcome
+from conformance.runner.steps.expectations import (
+    DEFAULT_WITHIN,
+    capture,
+    expectation,
+    frame_mismatch,
+)
+from conformance.spec.grammar import UNESCAPED_COMMANDS
+from conformance.wire.connection import Closed, Event, describe
+
+
+async def step_send(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    command = args["command"]
+    headers = run.headers(args.get("headers"))
+    body = run.substitute(args.get("body", "")).encode()
+    if command not in UNESCAPED_COMMANDS:  # valid or not, headers are escaped per version
+        headers = [(escape(k, conn.version), escape(v, conn.version))  # type: ignore[arg-type]
+                   for k, v in headers]
+    length = len(body) if args.get("content_length", bool(body)) else None
+    if command == "SUBSCRIBE":
+        values = dict(reversed(headers))
+        conn.ack_modes[values.get("id", "")] = values.get("ack", "auto")
+    await conn.send(encode_raw(command, headers, body, content_length=length))
+
+
+async def step_raw(run: CaseRun, args: dict[str, Any]) -> None:
+    data = run.substitute(args.get("data", "")).encode()
+    data += bytes.fromhex(args.get("hex", ""))
+    data *= args.get("repeat", 1)
+    delivery = args.get("delivery", "whole")
+    chunk = 1 if delivery == "bytewise" else args.get("chunk", 1) if delivery == "chunked" else 0
+    await run.conn(args).send(data, chunk=chunk, pause=args.get("pause", 0.0))
+
+
+async def step_expect(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    within = args.get("within", DEFAULT_WITHIN)
+    event = await conn.next_event(within)
+    if isinstance(event, Frame):
+        run.received(conn, event)
+        if frame_mismatch(event, args, run) is None:
+            capture(event, args, run)
+            return
+    raise StepFailed(expectation(args, run), describe(event, within))
+
+
+async def step_expect_none(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    within = args.get("within", 1.0)
+    event = await conn.next_event(within)
+    if event is not None:
+        if isinstance(event, Frame):
+            run.received(conn, event)
+        raise StepFailed(f"no frame for {within:g} s", describe(event, within))
+
+
+async def step_expect_error_close(run: CaseRun, args: dict[str, Any]) -> None:
+    """ERROR, then the connection closed with nothing but heart-beats after it."""
+    conn = run.conn(args)
+    within = args.get("within", DEFAULT_WITHIN)
+    event = await conn.next_event(within)
+    wanted = {**args, "command": "ERROR"}
+    if not isinstance(event, Frame) or event.command != "ERROR":
+        raise StepFailed(f"ERROR then close ({expectation(wanted, run)})",
+                         describe(event, within))
+    run.received(conn, event)
+    if frame_mismatch(event, wanted, run) is not None:
+        raise StepFailed(expectation(wanted, run), describe(event, within))
+    capture(event, args, run)
+    after = await conn.next_event(within)
+    if not isinstance(after, Closed):
+        raise StepFailed(f"the connection closed within {within:g} s after ERROR",
+                         describe(after, within) + " after the ERROR",
+                         grade=broken("error.close-after"))
+
+
+async def step_expect_close(run: CaseRun, args: dict[str, Any]) -> None:
+    conn = run.conn(args)
+    within = args.get("within", DEFAULT_WITHIN)
+    event = await conn.next_event(within)
+    if not isinstance(event, Closed):
+        if isinstance(event, Frame):
+            run.received(conn, event)
+        raise StepFailed(f"the connection closed within {within:g} s", describe(event, within))
+
+
+async def step_expect_any(run: CaseRun, alternatives: list[dict[str, Any]]) -> None:
+    """The first alternative the broker's behaviour meets decides the grade."""
+    expectations = [a[k] or {} for a in alternatives for k in a if k.startswith("expect")]
+    conn = run.conn(next((e for e in expectations if "conn" in e), {}))
+    within = max(e.get("within", DEFAULT_WITHIN) for e in expectations)
+    event = await conn.next_event(within)
+    if isinstance(event, Frame):
+        run.received(conn, event)
+    after: Event | None = None
+    if isinstance(event, Frame) and event.command == "ERROR":
+        after = await conn.next_event(within)
+    for alternative in alternatives:
+        if _alternative_met(alternative, event, after, run):
+            run.grade(Outcome(alternative["grade"]), alternative.get("note", ""))
+            if isinstance(event, Frame):
+                for key in ("expect", "expect_error_close"):
+                    if key in alternative:
+                        capture(event, alternative[key], run)
+            return
+    if after is not None and not isinstance(after, Closed):
+        conn.queue.appendleft(after)
+    wanted = " | ".join(_describe_alternative(a, run) for a in alternatives)
+    raise StepFailed(f"one of: {wanted}", describe(event, within))
+
+
+def _alternative_met(alternative: dict[str, Any], event: Event | None, after: Event | None,
+                     run: CaseRun) -> bool:
+    if "expect" in alternative:
+        return isinstance(event, Frame) and frame_mismatch(event, alternative["expect"], run) \
+            is None
+    if "expect_error_close" in alternative:
+        wanted = {**alternative["expect_error_close"], "command": "ERROR"}
+        return (isinstance(event, Frame) and frame_mismatch(event, wanted, run) is None
+                and isinstance(after, Closed))
+    if "expect_close" in alternative:
+        return isinstance(event, Closed)
+    return event is None  # expect_none
+
+
+def _describe_alternative(alternative: dict[str, Any], run: CaseRun) -> str:
+    if "expect" in alternative:
+        return expectation(alternative["expect"], run)
+    if "expect_error_close" in alternative:
+        return expectation({**alternative["expect_error_close"], "command": "ERROR"}, run) + \
+            " then close"
+    return "close" if "expect_close" in alternative else "nothing"
