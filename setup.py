@@ -10,13 +10,17 @@ import os
 
 from setuptools import find_namespace_packages, setup
 
-#: the reference broker's hot path: the codec, the session and the store
+#: the reference broker's hot path: the codec, the store, the protocol and what it writes,
+#: and the session's I/O (CONNECT's answer, the configuration and the faults run once per
+#: connection: they stay Python)
 COMPILED = [
     "conformance/codec/events.py",
     "conformance/codec/escaping.py",
     "conformance/codec/encoder.py",
     "conformance/codec/parser.py",
     "conformance/broker/destinations.py",
+    "conformance/broker/outgoing.py",
+    "conformance/broker/protocol.py",
     "conformance/broker/session.py",
 ]
 

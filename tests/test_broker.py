@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import resource
 import signal
@@ -20,6 +21,9 @@ from helpers import case, run_cases
 from peers import serving
 
 from conformance.broker import FAULTS, Broker, BrokerConfig
+from conformance.broker.destinations import Message, Store, Subscription
+from conformance.broker.faults import Faults
+from conformance.broker.protocol import Connection
 from conformance.codec import Frame, Limits, Parser, encode
 from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
@@ -580,6 +584,19 @@ def test_every_fault_names_a_statement_of_the_catalogue() -> None:
         BrokerConfig(faults=frozenset({"nope"}))
 
 
+def test_the_faults_value_has_one_switch_per_fault_name() -> None:
+    switches = {f.name for f in dataclasses.fields(Faults)} - {"active"}
+    assert switches == {name.replace("-", "_") for name in FAULTS}
+    assert not Faults.of(()).active and not Faults().no_ack_header
+    some = Faults.of(["no-ack-header", "no-1-0-fallback"])
+    assert some.active and some.no_ack_header and some.no_1_0_fallback
+    assert not some.drop_receipts
+    with pytest.raises(ValueError, match="unknown fault nope"):
+        Faults.of(["no-ack-header", "nope"])
+    assert Broker(BrokerConfig(faults=frozenset({"drop-receipts"}))).faults == \
+        Faults(drop_receipts=True)
+
+
 @pytest.mark.parametrize(("fault", "steps"), [
     ("no-ack-header", """
         - connect: {}
@@ -753,3 +770,76 @@ def test_a_session_refused_after_it_was_served_is_an_error_of_the_setup(
     assert errors and {r.outcome for r in results} <= {Outcome.PASSED, Outcome.ERROR}
     assert all(r.setup_refused and "served the same CONNECT before the cases: at a limit "
                "of connections? try fewer --jobs" in r.message for r in errors), errors
+
+
+# -- the protocol without I/O ----------------------------------------------------------------------
+
+class Driver:
+    """A connection's driver with no socket: always room, what is sent parsed back."""
+
+    def __init__(self, store: Store, name: str, config: BrokerConfig | None = None,
+                 faults: Faults | None = None) -> None:
+        self.connection = Connection(config or BrokerConfig(), faults or Faults(), store, self,
+                                     name, clock=lambda: 1_700_000_000.25)
+        self.parser = Parser()
+
+    def has_room(self) -> bool:
+        return not self.connection.closing
+
+    def deliver(self, subscription: Subscription, message: Message) -> None:
+        self.connection.deliver(subscription, message)
+
+    def slow(self, subscription: Subscription) -> None:
+        self.connection.slow(subscription)
+
+    def feed(self, *frames: Frame) -> list[Frame]:
+        """What the connection sends back for `frames` (and what it was given meanwhile)."""
+        parsed = self.connection.receive_data(b"".join(encode(f) for f in frames))
+        assert parsed
+        return [e for e in self.parser.feed(self.connection.data_to_send())
+                if isinstance(e, Frame)]
+
+
+def test_the_protocol_runs_without_sockets_tasks_or_clock() -> None:
+    store = Store(max_bytes=1 << 20)
+    config = BrokerConfig(server_headers=True)
+    alice, bob = Driver(store, "a1", config), Driver(store, "b1", config)
+    connect = Frame("CONNECT", [("accept-version", "1.2"), ("host", "h"),
+                                ("heart-beat", "500,2000")])
+    (connected,) = alice.feed(connect)
+    assert (connected.command, connected.get("session"), connected.get("heart-beat")) == \
+        ("CONNECTED", "a1", "1000,1000")
+    # the driver is told to send heart-beats every 2 s and to expect them every 1 s
+    assert (alice.connection.beat, alice.connection.send_every,
+            alice.connection.expect_every, alice.connection.heartbeat_deadline) == \
+        (True, 2.0, 1.0, 2.0)
+    replies = alice.feed(Frame("SUBSCRIBE", [("id", "s"), ("destination", "/queue/q"),
+                                             ("ack", "client"), ("receipt", "r1")]))
+    assert [(f.command, f.get("receipt-id")) for f in replies] == [("RECEIPT", "r1")]
+    bob.feed(connect)
+    assert bob.feed(Frame("SEND", [("destination", "/queue/q"), ("x", "y")], b"hi")) == []
+    (message,) = [e for e in alice.parser.feed(alice.connection.data_to_send())
+                  if isinstance(e, Frame)]
+    assert (message.command, message.body, message.get("ack"), message.get("x"),
+            message.get("timestamp")) == ("MESSAGE", b"hi", "a1-1", "y", "1700000000250")
+    assert bob.feed(Frame("DISCONNECT", [("receipt", "bye")]))[0].get("receipt-id") == "bye"
+    assert bob.connection.closing
+    alice.connection.end()  # the unacknowledged message goes back to its queue
+    assert [m.redelivered for m in store.destination("/queue/q").messages] == [True]
+
+
+def test_the_protocol_reports_refused_input_and_reads_on_under_error_without_close() -> None:
+    store = Store(max_bytes=1 << 20)
+    config = BrokerConfig(limits=dataclasses.replace(BrokerConfig().limits, max_headers=2))
+    strict = Driver(store, "x", config)
+    crowded = encode(Frame("CONNECT", [("accept-version", "1.2"), ("host", "h"),
+                                       ("a", "1"), ("b", "2")]))
+    assert not strict.connection.receive_data(crowded)
+    assert strict.connection.closing
+    assert strict.connection.data_to_send().startswith(b"ERROR\nmessage:frame refused")
+    lenient = Driver(store, "y", config, Faults(error_without_close=True))
+    assert not lenient.connection.receive_data(crowded)
+    assert not lenient.connection.closing  # a fresh parser reads on
+    assert lenient.feed(Frame("CONNECT", [("accept-version", "1.2"), ("host", "h")]))[-1] \
+        .command == "CONNECTED"
+

@@ -1,79 +1,90 @@
 """The reference broker's answer to CONNECT and STOMP: version negotiation, virtual host,
 login, heart-beats and the CONNECTED frame. Most of the choices the spec leaves to a server
-are made here (see BrokerConfig); it runs once per connection, so it is kept apart from
-the per-frame code of session.py (and out of its mypyc build)."""
+are made here (see BrokerConfig). `answer` is a function of the frame and the configuration
+alone: the protocol (protocol.py) carries its Answer out. It runs once per connection, so it
+is kept apart from the per-frame code (and out of the mypyc build)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from conformance import __version__
+from conformance.broker.config import BrokerConfig
+from conformance.broker.faults import Faults
 from conformance.codec import Frame, StompError, unescape
 from conformance.spec.grammar import HEART_BEAT, parse_accept_version
-
-if TYPE_CHECKING:
-    from conformance.broker.session import Session
 
 SERVER = f"stomp-conformance/{__version__}"
 
 
-def connect(session: Session, frame: Frame) -> None:
-    config, faults = session.config, session.faults
-    if session.connected:
-        session.error("a second CONNECT on one connection", frame)
-        return
-    if frame.command == "STOMP" and "ignore-stomp-frame" in faults:
-        session.error("unknown command 'STOMP'", frame)
-        return
-    if "unescape-connect" in faults:
+@dataclass(slots=True)
+class Answer:
+    """What the connection does about one CONNECT, in this order: take `version` (and give
+    its parser `parser_version`); if `refused`, answer ERROR with that message (then close,
+    as every error); write `frames`; close if `close`; it is `connected` if so."""
+
+    #: the connection's version from now on, and its parser's; None: unchanged
+    version: str | None = None
+    parser_version: str | None = None
+    refused: str = ""
+    frames: list[Frame] = field(default_factory=list)
+    close: bool = False
+    connected: bool = False
+    #: seconds between the broker's heart-beats (0: none), whether to start sending them,
+    #: and seconds between the client's (0: none expected)
+    send_every: float = 0.0
+    beat: bool = False
+    expect_every: float = 0.0
+
+
+def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str) -> Answer:
+    """The answer to a CONNECT (or STOMP) `frame` on a connection not yet connected;
+    `session` is the connection's id (CONNECTED's session header)."""
+    if frame.command == "STOMP" and faults.ignore_stomp_frame:
+        return Answer(refused="unknown command 'STOMP'")
+    if faults.unescape_connect:
         try:
             frame.headers = [(unescape(k, "1.2"), unescape(v, "1.2")) for k, v in frame.headers]
         except StompError as problem:
-            session.error(f"malformed CONNECT: {problem.message}", frame)
-            return
+            return Answer(refused=f"malformed CONNECT: {problem.message}")
     accept = frame.get("accept-version")
-    if accept is None and "no-1-0-fallback" in faults:
+    if accept is None and faults.no_1_0_fallback:
         accept = "1.2"
     offered = parse_accept_version(accept)
-    common = [v for v in config.versions if v in offered or "ignore-accept-version" in faults]
-    if not common and "accept-any-version" not in faults:
-        session.version = "1.2"
-        session.write(Frame("ERROR", [
+    common = [v for v in config.versions if v in offered or faults.ignore_accept_version]
+    if not common and not faults.accept_any_version:
+        return Answer(version="1.2", close=True, frames=[Frame("ERROR", [
             ("version", ",".join(config.versions)), ("content-type", "text/plain"),
             ("message", "no common protocol version")],
-            f"Supported protocol versions are {' '.join(config.versions)}".encode()))
-        session.closing = True
-        return
-    version = (common[0] if "wrong-version" in faults else common[-1]) if common else "1.2"
-    session.version = version
+            f"Supported protocol versions are {' '.join(config.versions)}".encode())])
+    version = (common[0] if faults.wrong_version else common[-1]) if common else "1.2"
     # no-unescaping: a 1.0 parser leaves escapes in header values as they came
-    session.parser.version = "1.0" if "no-unescaping" in faults else version  # type: ignore[assignment]
-    refused = _refusal(session, frame, version)
-    if refused:
-        session.error(refused, frame)
-        return
-    headers = [("version", version)] if version != "1.0" and \
-        "no-version-header" not in faults else []
+    done = Answer(version=version, parser_version="1.0" if faults.no_unescaping else version)
+    done.refused = _refusal(config, frame, version)
+    if done.refused:
+        return done
+    headers = [("version", version)] if version != "1.0" and not faults.no_version_header \
+        else []
     if version != "1.0":
-        negotiate_heartbeats(session, frame, headers)
-        if session.closing:
-            return
+        _negotiate_heartbeats(config, faults, frame, headers, done)
+        if done.refused and not faults.error_without_close:
+            return done  # (error-without-close: the ERROR, then CONNECTED all the same)
     if version == "1.0" or not config.minimal_connected:  # 1.0's CONNECTED shows session
-        headers.append(("session", session.id))
+        headers.append(("session", session))
     if not config.minimal_connected:
-        headers.append(("server", "/0.1 x" if "bad-server-header" in faults else SERVER))
-    if version == "1.0" and "heartbeat-in-1-0" in faults:
+        headers.append(("server", "/0.1 x" if faults.bad_server_header else SERVER))
+    if version == "1.0" and faults.heartbeat_in_1_0:
         headers.append(("heart-beat", "0,0"))
-    session.connected = True
-    session.write(Frame("CONNECTED", headers))
+    done.connected = True
+    done.frames.append(Frame("CONNECTED", headers))
     receipt = frame.get("receipt")
-    if receipt is not None and "receipt-for-connect" in faults:
-        session.write(Frame("RECEIPT", [("receipt-id", receipt)]))
+    if receipt is not None and faults.receipt_for_connect:
+        done.frames.append(Frame("RECEIPT", [("receipt-id", receipt)]))
+    return done
 
 
-def _refusal(session: Session, frame: Frame, version: str) -> str:
+def _refusal(config: BrokerConfig, frame: Frame, version: str) -> str:
     """Why the broker turns this CONNECT down (its host or its credentials), or ''."""
-    config = session.config
     host = frame.get("host")
     if host is None and version != "1.0":
         return f"CONNECT without the host header STOMP {version} requires"
@@ -91,25 +102,25 @@ def _refusal(session: Session, frame: Frame, version: str) -> str:
     return ""
 
 
-def negotiate_heartbeats(session: Session, frame: Frame, headers: list[tuple[str, str]]) -> None:
-    """Add CONNECTED's heart-beat header and set the session's intervals (1.1, 1.2)."""
-    faults = session.faults
-    default = "1000,0" if "missing-heartbeat-header-default" in faults else "0,0"
+def _negotiate_heartbeats(config: BrokerConfig, faults: Faults, frame: Frame,
+                          headers: list[tuple[str, str]], done: Answer) -> None:
+    """Add CONNECTED's heart-beat header and set the intervals of `done` (1.1, 1.2), or set
+    its `refused`."""
+    default = "1000,0" if faults.missing_heartbeat_header_default else "0,0"
     value = frame.get("heart-beat", default) or default
     match = HEART_BEAT.match(value)
     if match is None:
-        session.error(f"heart-beat {value[:40]!r} is not two integers", frame)
+        done.refused = f"heart-beat {value[:40]!r} is not two integers"
         return
     cx, cy = int(match.group(1)), int(match.group(2))
-    sx, sy = session.config.heartbeat
-    if "bad-heartbeat-header" in faults:
+    sx, sy = config.heartbeat
+    if faults.bad_heartbeat_header:
         headers.append(("heart-beat", "fast,slow"))
-    elif sx or sy or not session.config.minimal_connected:  # absent means 0,0
+    elif sx or sy or not config.minimal_connected:  # absent means 0,0
         headers.append(("heart-beat", f"{sx},{sy}"))
     if sx and cy:
-        session.send_every = max(sx, cy) / 1000
-        if "no-heartbeats" not in faults:
-            session.start_heartbeats()
+        done.send_every = max(sx, cy) / 1000
+        done.beat = not faults.no_heartbeats
     if cx and sy:
-        session.expect_every = (sy if "heartbeat-ignores-client-interval" in faults
-                                else max(cx, sy)) / 1000
+        done.expect_every = (sy if faults.heartbeat_ignores_client_interval
+                             else max(cx, sy)) / 1000

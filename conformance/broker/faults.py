@@ -1,9 +1,12 @@
 """The reference broker's fault switches: each breaks one statement on purpose, so that
 every case of the catalogue can be shown able to fail. `stomp-conformance broker --fault
-NAME` (repeatable) turns them on; tests pass them to BrokerConfig."""
+NAME` (repeatable) turns them on; tests pass them to BrokerConfig. The broker reads them
+as a Faults value, one bool per switch, built once from the names."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Final
 
 #: fault name -> (the statement it breaks, what the broker then does)
@@ -95,3 +98,76 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "accept-body-on-subscribe": ("body.forbidden-frames",
                                  "a body on a frame that must not have one is accepted"),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """The switches on: one bool per FAULTS name, spelt with '_' for '-'."""
+
+    no_ack_header: bool = False
+    no_message_id: bool = False
+    no_subscription_header: bool = False
+    no_destination_header: bool = False
+    drop_user_headers: bool = False
+    no_escaping: bool = False
+    accept_undefined_escape: bool = False
+    trim_headers: bool = False
+    ignore_content_length: bool = False
+    error_without_close: bool = False
+    error_without_message: bool = False
+    error_without_content_headers: bool = False
+    limit_close_without_error: bool = False
+    no_receipt_id_on_error: bool = False
+    drop_receipts: bool = False
+    wrong_receipt_id: bool = False
+    wrong_version: bool = False
+    ignore_accept_version: bool = False
+    no_version_header: bool = False
+    accept_any_version: bool = False
+    ignore_stomp_frame: bool = False
+    accept_frames_before_connect: bool = False
+    no_heartbeats: bool = False
+    bad_heartbeat_header: bool = False
+    cumulative_ack_crosses_subscriptions: bool = False
+    individual_ack_cumulative: bool = False
+    no_redelivery: bool = False
+    ignore_transactions: bool = False
+    no_implicit_abort: bool = False
+    accept_unknown_transaction: bool = False
+    body_on_receipt: bool = False
+    no_content_length: bool = False
+    escape_v10: bool = False
+    no_unescaping: bool = False
+    unescape_connect: bool = False
+    refuse_body_v10: bool = False
+    last_header_wins: bool = False
+    receipt_for_connect: bool = False
+    heartbeat_in_1_0: bool = False
+    bad_server_header: bool = False
+    no_1_0_fallback: bool = False
+    heartbeat_ignores_client_interval: bool = False
+    heartbeat_no_tolerance: bool = False
+    missing_heartbeat_header_default: bool = False
+    crlf_heartbeat_refused: bool = False
+    accept_body_on_subscribe: bool = False
+    #: any switch on (the paths no fault bends are taken when it is False)
+    active: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "active", any(
+            getattr(self, name.replace("-", "_")) for name in FAULTS))
+
+    @classmethod
+    def of(cls, names: Iterable[str]) -> Faults:
+        """The switches `names` (FAULTS names) turned on; ValueError for another name."""
+        wanted = set(names)
+        check(wanted)
+        return cls(**{name.replace("-", "_"): True for name in wanted})
+
+
+def check(names: Iterable[str]) -> None:
+    """ValueError naming the names that are not FAULTS names, if any."""
+    unknown = sorted(set(names) - FAULTS.keys())
+    if unknown:
+        raise ValueError(f"unknown fault {', '.join(unknown)}: choose from "
+                         f"{', '.join(sorted(FAULTS))}")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from conformance.broker.server import BrokerConfig
+from conformance.broker.config import BrokerConfig
 
 USERS = {"guest": "guest"}
 
@@ -30,7 +30,7 @@ class Variant:
     about: str
     #: BrokerConfig field -> value
     config: Mapping[str, Any] = field(default_factory=dict)
-    #: --limit NAME -> value (server.LIMITS)
+    #: --limit NAME -> value (config.LIMITS)
     limits: Mapping[str, int] = field(default_factory=dict)
     #: what `run` is given for this broker
     login: str | None = None

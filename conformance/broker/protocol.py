@@ -1,0 +1,447 @@
+"""One client connection of the reference broker, sans I/O: the STOMP 1.0-1.2 protocol,
+frame by frame (CONNECT itself is answered in connect.py). Every error is an ERROR frame
+(with `message`, and `receipt-id` when the offending frame asked for a receipt) followed by
+closing the connection.
+
+A Connection owns no socket, task or clock of its own (the one it reads, for the
+timestamp of server headers, is given). Its driver (session.py) feeds it what the client
+sent (`receive_data`), takes what to send (`data_to_send`, in order, as h2 does) and acts
+on what it leaves in its attributes: `closing` (close once what is to send is sent),
+`beat` (start heart-beats every `send_every` seconds), `expect_every` (the client's).
+Messages reach other connections through the shared Store, which hands them to each
+subscription's Consumer (the driver of that connection, which has its Connection render
+them with `deliver`)."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from collections.abc import Callable
+
+from conformance.broker.config import BrokerConfig
+from conformance.broker.connect import answer
+from conformance.broker.destinations import Consumer, Message, QueueFull, Store, Subscription
+from conformance.broker.faults import Faults
+from conformance.broker.outgoing import (
+    error_frame,
+    frame_bytes,
+    message_bytes,
+    message_frame,
+    receipt_frame,
+)
+from conformance.codec import Frame, Heartbeat, Parser, StompError
+from conformance.spec.grammar import ACK_MODES, CLIENT_COMMANDS
+
+#: headers of SEND that are the broker's business, not the message's
+TRANSPORT_HEADERS = frozenset({"destination", "receipt", "transaction", "content-length"})
+
+
+class Refused(Exception):
+    """A frame the broker answers with ERROR then close."""
+
+
+class Connection:
+    def __init__(self, config: BrokerConfig, faults: Faults, store: Store, consumer: Consumer,
+                 id: str, *, clock: Callable[[], float] = time.time) -> None:
+        """`consumer` stands for this connection in its subscriptions; `id` names it
+        (CONNECTED's session header, ack ids); `clock` gives the time of day in seconds."""
+        self.config, self.faults, self.store = config, faults, store
+        self.consumer = consumer
+        self.id = id
+        self.clock = clock
+        self.parser = Parser(version="1.2", strict=False, limits=config.limits,
+                             content_length=not faults.ignore_content_length)
+        self.version = "1.2"
+        self.connected = False
+        #: the connection is over once what is to send is sent; nothing more is written
+        self.closing = False
+        #: seconds between the broker's heart-beats (0: none), and the client's
+        self.send_every = 0.0
+        self.expect_every = 0.0
+        #: start sending heart-beats (the driver clears it once it has)
+        self.beat = False
+        self.subscriptions: dict[str, Subscription] = {}
+        self.transactions: dict[str, list[Callable[[], None]]] = {}
+        #: transaction -> octets of its SENDs the store holds until COMMIT or ABORT
+        self._held: dict[str, int] = {}
+        self._deferred = 0  # frames kept by open transactions
+        self._acks = itertools.count(1)
+        #: what is to send, in order, and its octets
+        self.out: list[bytes] = []
+        self.out_bytes = 0
+
+    # -- in and out ---------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> bool:
+        """Handle what the client sent; False if the parser refused it (the connection is
+        then closing, or reads on from a fresh parser under error-without-close)."""
+        try:
+            events = self.parser.feed(data)
+        except StompError as problem:
+            for event in getattr(problem, "events", []):
+                self.handle(event)
+                if self.closing:
+                    return False
+            if self.faults.limit_close_without_error:
+                self.closing = True
+                return False
+            self.error(f"frame refused: {problem.message}", detail=str(problem))
+            if not self.closing:  # error-without-close: read on, from a fresh parser
+                self.parser = Parser(version=self.parser.version, strict=False,
+                                     limits=self.config.limits)
+            return False
+        for event in events:
+            self.handle(event)
+            if self.closing:
+                break
+        return True
+
+    @property
+    def buffered(self) -> int:
+        """Octets received of a frame not yet complete."""
+        return self.parser.buffered
+
+    @property
+    def heartbeat_deadline(self) -> float:
+        """Seconds of silence after which the client's heart-beat counts as missed."""
+        tolerance = 0.9 if self.faults.heartbeat_no_tolerance else \
+            self.config.heartbeat_tolerance
+        return self.expect_every * tolerance
+
+    def data_to_send(self) -> bytes:
+        """What is to send, taken."""
+        data = b"".join(self.out)
+        self.out.clear()
+        self.out_bytes = 0
+        return data
+
+    def _emit(self, data: bytes) -> None:
+        self.out.append(data)
+        self.out_bytes += len(data)
+
+    def write(self, frame: Frame) -> None:
+        if not self.closing:
+            self._emit(frame_bytes(frame, self.version, self.faults))
+
+    def error(self, message: str, frame: Frame | None = None, detail: str = "") -> None:
+        """ERROR, then close (unless the error-without-close fault is on)."""
+        self.write(error_frame(message, frame, detail, self.faults))
+        if not self.faults.error_without_close:
+            self.closing = True
+
+    # -- what the store gives this connection ---------------------------------------------------
+
+    def deliver(self, subscription: Subscription, message: Message) -> None:
+        """MESSAGE of `message` to `subscription`, one of this connection's."""
+        if self.closing:
+            return
+        ack = None
+        if subscription.ack != "auto":
+            ack = f"ID:{self.id}:{next(self._acks)}" if self.config.colon_ids \
+                else f"{self.id}-{next(self._acks)}"
+            subscription.unacked[ack] = message
+        data = None if self.faults.active else message_bytes(
+            subscription, message, ack, self.version, self.config.colon_ids)  # type: ignore[arg-type]
+        if data is None:
+            self.write(message_frame(subscription, message, ack, self.version, self.faults))
+        else:
+            self.out.append(data)
+            self.out_bytes += len(data)
+
+    def slow(self, subscription: Subscription) -> None:
+        """A topic subscriber without room: the broker will not buffer for it."""
+        self.write(Frame("ERROR", [("message", f"slow consumer: subscription "
+                                               f"{subscription.id!r} fell too far behind"),
+                                   ("content-type", "text/plain")], b"slow consumer"))
+        self.closing = True
+
+    def resume(self) -> None:
+        """The client has read what was written: give its queues another turn."""
+        mine = {s.destination for s in self.subscriptions.values()}
+        self.store.dispatch_all(lambda d: d.name in mine)
+
+    def end(self) -> None:
+        """The connection is over: abort transactions, give back unacknowledged messages."""
+        self.closing = True
+        for name in list(self.transactions):
+            self._close(name, commit=self.faults.no_implicit_abort)
+        requeue = not self.faults.no_redelivery
+        for subscription in self.subscriptions.values():
+            self.store.unsubscribe(subscription, requeue=requeue)
+        self.subscriptions.clear()
+
+    # -- frames ---------------------------------------------------------------------------
+
+    def handle(self, event: Frame | Heartbeat) -> None:
+        faults = self.faults
+        if isinstance(event, Heartbeat):
+            if event.eol == b"\r\n" and faults.crlf_heartbeat_refused:
+                self.error("CR LF is not an EOL")
+            return
+        frame = event
+        if faults.active and self._fault_first(frame):
+            return
+        if self.connected and frame.command not in CLIENT_COMMANDS and \
+                self.config.unknown_command == "ignore":
+            return  # a frame not in the client's list: the ERROR is a MAY (1.1, 1.2)
+        if frame.violations:
+            problems = [v for v in frame.violations if not self._excused(v.statement)]
+            if problems:
+                self.error(f"malformed frame: {problems[0].message}", frame,
+                           "\n".join(str(p) for p in problems))
+                return
+        command = frame.command
+        if command in ("CONNECT", "STOMP"):
+            self.connect(frame)
+            return
+        if not self.connected and not faults.accept_frames_before_connect:
+            self.error(f"{command} before CONNECT", frame)
+            return
+        handler = HANDLERS.get(command) if command in CLIENT_COMMANDS else None
+        if handler is None:
+            self.error(f"unknown command {command[:40]!r}", frame)
+            return
+        try:
+            handler(self, frame)
+        except (Refused, QueueFull) as refused:
+            self.error(str(refused), frame)
+            return
+        receipt = frame.get("receipt")
+        if receipt is not None and not faults.drop_receipts:
+            self.write(receipt_frame(receipt, faults))
+        if command == "DISCONNECT":
+            self.closing = True
+
+    def connect(self, frame: Frame) -> None:
+        """Carry out connect.py's answer to CONNECT (or STOMP)."""
+        if self.connected:
+            self.error("a second CONNECT on one connection", frame)
+            return
+        done = answer(self.config, self.faults, frame, self.id)
+        if done.version is not None:
+            self.version = done.version
+        if done.parser_version is not None:
+            self.parser.version = done.parser_version  # type: ignore[assignment]
+        if done.refused:
+            self.error(done.refused, frame)
+        if done.connected:
+            self.connected = True
+        for reply in done.frames:
+            self.write(reply)
+        if done.close:
+            self.closing = True
+        if done.connected:
+            self.send_every, self.expect_every = done.send_every, done.expect_every
+            self.beat = done.beat
+
+    def _fault_first(self, frame: Frame) -> bool:
+        """What faults do to a frame before it is judged; True if it was refused."""
+        faults = self.faults
+        if faults.trim_headers:
+            frame.headers = [(k.strip(), v.strip()) for k, v in frame.headers]
+        if faults.last_header_wins:
+            frame.headers.reverse()
+        if (faults.refuse_body_v10 and self.version == "1.0" and frame.body
+                and frame.command != "SEND"):
+            self.error(f"a {frame.command} frame must not have a body", frame)
+            return True
+        return False
+
+    def _excused(self, statement: str) -> bool:
+        """A violation a fault tells the broker to let pass."""
+        return (self.faults.accept_undefined_escape
+                and statement.startswith("value-encoding.undefined-escape")) or \
+            (self.faults.accept_body_on_subscribe and statement == "body.forbidden-frames")
+
+    # -- the frames of a connected session ---------------------------------------------------
+
+    def _required(self, frame: Frame, name: str) -> str:
+        value = frame.get(name)
+        if value is None:
+            raise Refused(f"{frame.command} without the required {name!r} header")
+        return value
+
+    def _transaction(self, frame: Frame) -> str | None:
+        """The open transaction the frame names, or None for a frame to act on now."""
+        name = frame.get("transaction")
+        if name is None or self.faults.ignore_transactions:
+            return None
+        if name not in self.transactions:
+            raise Refused(f"unknown transaction {name!r}")
+        return name
+
+    def _in_transaction(self, frame: Frame, action: Callable[[], None]) -> None:
+        name = self._transaction(frame)
+        if name is None:
+            action()
+        else:
+            self._defer(name, action)
+
+    def _defer(self, name: str, action: Callable[[], None], held: int = 0) -> None:
+        """Keep `action` for COMMIT; the store holds a SEND's `held` octets till then."""
+        if self._deferred >= self.config.max_transaction_frames:
+            raise Refused(f"more than {self.config.max_transaction_frames} frames in open "
+                          "transactions")
+        if held:
+            self.store.hold(held)
+            self._held[name] = self._held.get(name, 0) + held
+        self._deferred += 1
+        self.transactions[name].append(action)
+
+    def send(self, frame: Frame) -> None:
+        destination = self._required(frame, "destination")
+        if not destination.startswith(("/queue/", "/topic/")):
+            raise Refused(f"unknown destination {destination[:60]!r}: use /queue/NAME or "
+                          "/topic/NAME")
+        store = self.store
+        headers = [(k, v) for k, v in frame.headers if k not in TRANSPORT_HEADERS]
+        if self.config.server_headers:  # as ActiveMQ adds them; the sender's own win
+            given = {k for k, _ in headers}
+            headers += [(k, v) for k, v in (("expires", "0"), ("priority", "4"), (
+                "timestamp", str(int(self.clock() * 1000)))) if k not in given]
+        message = Message(store.message_id(), destination, headers, frame.body, frame.size)
+        name = self._transaction(frame)
+        if name is None:
+            store.send(destination, message)
+        else:
+            self._defer(name, functools.partial(store.send, destination, message, held=True),
+                        message.size)
+
+    def subscribe(self, frame: Frame) -> None:
+        destination = self._required(frame, "destination")
+        if self.version == "1.0":
+            sub_id = frame.get("id") or destination
+        else:
+            sub_id = self._required(frame, "id")
+        if sub_id in self.subscriptions:
+            raise Refused(f"subscription id {sub_id!r} is already in use on this connection")
+        ack = frame.get("ack", "auto") or "auto"
+        if ack not in ACK_MODES[self.version]:  # type: ignore[index]
+            raise Refused(f"ack mode {ack!r} is not one of "
+                          f"{', '.join(sorted(ACK_MODES[self.version]))}")  # type: ignore[index]
+        if not destination.startswith(("/queue/", "/topic/")):
+            raise Refused(f"unknown destination {destination[:60]!r}")
+        if len(self.subscriptions) >= self.config.max_subscriptions:
+            raise Refused(f"more than {self.config.max_subscriptions} subscriptions")
+        subscription = Subscription(self.consumer, sub_id, destination, ack,
+                                    self.config.max_pending)
+        self.subscriptions[sub_id] = subscription
+        self.store.subscribe(subscription)
+
+    def unsubscribe(self, frame: Frame) -> None:
+        sub_id = frame.get("id")
+        if sub_id is None and self.version == "1.0":  # 1.0 may name the destination instead
+            destination = self._required(frame, "destination")
+            chosen = [k for k, v in self.subscriptions.items() if v.destination == destination]
+            if not chosen:
+                raise Refused(f"no subscription to {destination[:60]!r} on this connection")
+        elif sub_id is None:
+            raise Refused("UNSUBSCRIBE without the required 'id' header")
+        elif sub_id not in self.subscriptions:
+            raise Refused(f"no subscription {sub_id!r} on this connection")
+        else:
+            chosen = [sub_id]
+        for key in chosen:
+            self.store.unsubscribe(self.subscriptions.pop(key))
+
+    def _find_ack(self, frame: Frame) -> tuple[Subscription, str]:
+        """The subscription and ack id an ACK or NACK names, per version."""
+        if self.version == "1.2":
+            ack_id = self._required(frame, "id")
+            for subscription in self.subscriptions.values():
+                if ack_id in subscription.unacked:
+                    return subscription, ack_id
+            raise Refused(f"{frame.command} of unknown or already acknowledged id {ack_id!r}")
+        message_id = self._required(frame, "message-id")
+        if self.version == "1.1":
+            named = self.subscriptions.get(self._required(frame, "subscription"))
+            candidates = [named] if named else []
+        else:
+            candidates = list(self.subscriptions.values())
+        for subscription in candidates:
+            for ack_id, message in subscription.unacked.items():
+                if message.id == message_id:
+                    return subscription, ack_id
+        raise Refused(f"{frame.command} of unknown or already acknowledged message "
+                      f"{message_id!r}")
+
+    def _settle(self, subscription: Subscription, ack_id: str, *, requeue: bool) -> None:
+        """ACK (requeue=False) or NACK one message, or, in client mode, every message of the
+        subscription up to it."""
+        if ack_id not in subscription.unacked:
+            return  # settled meanwhile (a transaction's frames run at COMMIT)
+        cumulative = subscription.ack == "client" or self.faults.individual_ack_cumulative
+        scope = list(self.subscriptions.values()) \
+            if self.faults.cumulative_ack_crosses_subscriptions else [subscription]
+        settled = []
+        if cumulative:
+            target = subscription.unacked[ack_id]
+            for sub in scope:
+                for key in list(sub.unacked):
+                    message = sub.unacked.pop(key)
+                    settled.append((sub, message))
+                    if message is target:
+                        break
+        else:
+            settled.append((subscription, subscription.unacked.pop(ack_id)))
+        store = self.store
+        for sub, message in settled:
+            if requeue:
+                store.destination(sub.destination).requeue([message])
+        store.dispatch_all()
+
+    def ack(self, frame: Frame) -> None:
+        subscription, ack_id = self._find_ack(frame)
+        self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=False))
+
+    def nack(self, frame: Frame) -> None:
+        if self.version == "1.0":
+            raise Refused("NACK is not part of STOMP 1.0")
+        subscription, ack_id = self._find_ack(frame)
+        requeue = self.config.nack == "redeliver"
+        self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=requeue))
+
+    def begin(self, frame: Frame) -> None:
+        name = self._required(frame, "transaction")
+        if name in self.transactions:
+            raise Refused(f"transaction {name!r} is already open on this connection")
+        if len(self.transactions) >= self.config.max_transactions:
+            raise Refused(f"more than {self.config.max_transactions} open transactions")
+        self.transactions[name] = []
+
+    def _finish(self, frame: Frame, *, commit: bool) -> None:
+        name = self._required(frame, "transaction")
+        if name not in self.transactions:
+            if self.faults.accept_unknown_transaction:
+                return
+            raise Refused(f"unknown transaction {name!r}")
+        self._close(name, commit=commit)
+
+    def _close(self, name: str, *, commit: bool) -> None:
+        """Run an open transaction's actions, or drop them and what the store held for it."""
+        actions = self.transactions.pop(name)
+        self._deferred -= len(actions)
+        held = self._held.pop(name, 0)
+        if commit:  # its SENDs hand what the store held to their destinations
+            for action in actions:
+                action()
+        else:
+            self.store.release(held)
+
+    def commit(self, frame: Frame) -> None:
+        self._finish(frame, commit=True)
+
+    def abort(self, frame: Frame) -> None:
+        self._finish(frame, commit=False)
+
+    def disconnect(self, frame: Frame) -> None:
+        """Nothing to do here: open transactions are aborted when the connection ends."""
+
+
+HANDLERS: dict[str, Callable[[Connection, Frame], None]] = {
+    "SEND": Connection.send, "SUBSCRIBE": Connection.subscribe,
+    "UNSUBSCRIBE": Connection.unsubscribe, "ACK": Connection.ack, "NACK": Connection.nack,
+    "BEGIN": Connection.begin, "COMMIT": Connection.commit, "ABORT": Connection.abort,
+    "DISCONNECT": Connection.disconnect,
+}
