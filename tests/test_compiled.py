@@ -48,7 +48,8 @@ def test_the_wheel_holds_compiled_modules(site: Path) -> None:
                 for path in (site / "conformance").rglob("*.so")}
     assert compiled == {"conformance.codec.events", "conformance.codec.escaping",
                         "conformance.codec.encoder", "conformance.codec.parser",
-                        "conformance.broker.destinations", "conformance.broker.session"}
+                        "conformance.broker.destinations", "conformance.broker.outgoing",
+                        "conformance.broker.protocol", "conformance.broker.session"}
     loaded = compiled_run(site, "-c", "import conformance.broker.session as m; print(m.__file__)")
     assert loaded.stdout.strip().endswith(".so"), loaded.stdout + loaded.stderr
 
