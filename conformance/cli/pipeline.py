@@ -20,6 +20,7 @@ from conformance.cli.arguments import positive
 from conformance.cli.exits import Exit, say
 from conformance.cli.options import Verbs
 from conformance.pipeline import JOBS
+from conformance.report.console import make_console
 from conformance.report.history import PAGE
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def _jobs_command(args: argparse.Namespace) -> Exit:
     except RecordsError as error:
         say(str(error))
         return Exit.USAGE
-    console = Console(stderr=True, highlight=False)
+    console = make_console(stderr=True)
     started = _start(args, console)
     if started is None:
         return Exit.HARNESS
@@ -234,7 +235,7 @@ def _fuzz_command(args: argparse.Namespace) -> Exit:
         say("--minimise: expected seconds, 0 or more")
         return Exit.USAGE
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    console = Console(stderr=True, highlight=False)
+    console = make_console(stderr=True)
     started = _start(args, console)
     if started is None:
         return Exit.HARNESS

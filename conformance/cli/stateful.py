@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import random
-import sys
 from pathlib import Path
 
 from rich.text import Text
@@ -92,12 +91,11 @@ def stateful_command(args: argparse.Namespace) -> Exit:
         out.print(Text(f"no failing session (seed {seed})", style="green"))
         return Exit.OK
     finding = found[0]
-    out.print(Text(f"{finding.level:7}", style="bold red") +
-              Text(f" {finding.kind} ", style="bold") +
+    out.print(Text("found ", style="bold") + Text(f"({finding.level}) ", style="bold red") +
+              Text(f"{finding.kind} ", style="bold") +
               Text(f"{', '.join(finding.statements)} [STOMP {finding.version}, "
-                   f"{finding.steps} steps, seed {seed}]: {finding.detail}"))
+                   f"{finding.steps} steps, seed {seed}]\n    {finding.detail}"))
     out.print(f"wrote {finding.case_file}; replayed against the same broker: "
-              f"{finding.replay}")
-    print(f"replay it against any broker: stomp-conformance run --cases {finding.case_file}",
-          file=sys.stderr)
+              f"{finding.replay}; `stomp-conformance run --cases {finding.case_file}` "
+              "replays it against any broker")
     return Exit.FAILED
