@@ -18,7 +18,7 @@ import pytest
 from helpers import cli
 from peers import serving
 
-from conformance.cli.fuzz import UsageError, parse_duration
+from conformance.fuzz.network.where import UsageError, parse_duration
 from conformance.scenario import load_file
 
 FAULT = "accept-undefined-escape"  # an undefined escape is accepted, not refused
@@ -162,15 +162,15 @@ def test_remote_targets_are_refused_without_allow_remote(tmp_path: Path) -> None
 def test_allow_remote_lets_a_remote_address_through_without_sending() -> None:
     import argparse
 
-    from conformance.cli.fuzz import _where
+    from conformance.cli.options import where_from_flags
 
     args = argparse.Namespace(allow_remote=True, tls_ca=None, tls_cert=None, tls_key=None,
                               tls_no_verify=False, login=None, passcode=None, vhost=None)
-    where = _where(args, broker="10.1.2.3:61613", profile="reference", faults=())
+    where = where_from_flags(args, broker="10.1.2.3:61613", profile="reference", faults=())
     assert where.info.id == "reference@10.1.2.3:61613"
     args.allow_remote = False
     with pytest.raises(UsageError, match="allow-remote"):
-        _where(args, broker="10.1.2.3:61613", profile="reference", faults=())
+        where_from_flags(args, broker="10.1.2.3:61613", profile="reference", faults=())
 
 
 @pytest.mark.parametrize(("flags", "message"), [
@@ -264,8 +264,9 @@ def test_a_second_campaign_in_the_same_folder_is_refused_while_one_runs(tmp_path
 def test_a_broker_that_stops_answering_is_a_crash_finding(tmp_path: Path) -> None:
     """A peer that answers like a broker for a while, then stops listening: the liveness
     probe fails, the crash is saved with the inputs sent before it, the campaign stops."""
-    from conformance.fuzz.network.campaign import Campaign, Settings, open_folder, worst
-    from conformance.fuzz.network.findings import BrokerInfo
+    from conformance.fuzz.network.campaign import Campaign, open_folder
+    from conformance.fuzz.network.events import Settings
+    from conformance.fuzz.network.findings import BrokerInfo, worst
     from conformance.fuzz.network.generators import GrammarGenerator
     from conformance.fuzz.network.oracle import Oracle
     from conformance.profiles import load_profile

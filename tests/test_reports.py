@@ -16,7 +16,7 @@ import pytest
 import xmlschema
 
 from conformance.broker import BrokerConfig, embedded
-from conformance.cli import default_cases
+from conformance.cli.options import default_cases
 from conformance.files import write_atomic
 from conformance.profiles import Deviation, Profile, load_profile
 from conformance.report import (

@@ -75,6 +75,22 @@ def test_a_failure_exits_1_and_names_expected_and_observed(tmp_path: Path) -> No
     assert "expected RECEIPT receipt-id 'r1'; observed nothing within 0.5 s" in done.stderr
 
 
+def test_a_failure_keeps_its_case_path_whole_in_a_log(tmp_path: Path) -> None:
+    folder = tmp_path / "a-folder-with-a-name-long-enough-to-cross-eighty-columns" / "escaping"
+    folder.mkdir(parents=True)
+    path = folder / "undefined-escapes.yaml"
+    path.write_text(CASE)
+    with serving(TinyBroker("no-receipt")) as port:  # stderr is a pipe, as in CI
+        done = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", str(path),
+                   "--stomp-version", "1.2", env={"COLUMNS": "80"})
+    assert done.returncode == 1
+    failure = re.compile(rf"failed +receipts\.send-gets-receipt \[1\.2\]  {re.escape(str(path))}"
+                         r":\d+$")
+    assert any(failure.match(line) for line in done.stderr.splitlines()), done.stderr
+    assert "    line 8: expected RECEIPT receipt-id 'r1'; observed nothing within 0.5 s" in \
+        done.stderr.splitlines()
+
+
 def test_nothing_listening_exits_3_with_one_line(tmp_path: Path) -> None:
     done = cli("run", "--broker", "127.0.0.1:1", "--cases", cases(tmp_path))
     assert done.returncode == 3

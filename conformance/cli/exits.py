@@ -1,8 +1,10 @@
-"""The exit codes every verb returns (the contract in the README): one place, one name each."""
+"""The exit codes every verb returns (the contract in the README): one place, one name each;
+and the one-line message a verb gives when it stops early."""
 
 from __future__ import annotations
 
 import enum
+import sys
 
 
 class Exit(enum.IntEnum):
@@ -14,3 +16,14 @@ class Exit(enum.IntEnum):
     USAGE = 2
     #: the broker is unreachable or the harness could not run
     HARNESS = 3
+
+
+def say(message: str) -> None:
+    """`message` as one `stomp-conformance: ...` line on standard error."""
+    print(f"stomp-conformance: {message}", file=sys.stderr)
+
+
+def fail(code: Exit, message: str) -> Exit:
+    """Say `message` and return `code`: `return fail(Exit.USAGE, str(error))`."""
+    say(message)
+    return code

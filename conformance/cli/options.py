@@ -1,10 +1,66 @@
-"""What several verbs read from their flags alike: the TLS options of a broker address."""
+"""The flags several verbs share, declared once with one help text each, and what the verbs
+read from them alike: the TLS options of an address, the broker a fuzzer may send to, and
+the cases a selection names."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
-from conformance.wire.transport import BrokerAddress, TlsOptions
+from conformance.broker import BrokerConfig
+from conformance.cli.arguments import seconds
+from conformance.profiles import ProfileError, load_profile, shipped
+from conformance.scenario import Case, load_cases
+from conformance.spec.grammar import VERSIONS
+from conformance.wire.transport import BrokerAddress, TlsOptions, is_loopback, parse_broker
+
+if TYPE_CHECKING:
+    from conformance.fuzz.network.where import Where
+
+#: what each verb module's `add` declares its verb in (a string: not subscriptable at run time)
+Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+# -- the broker and the session -------------------------------------------------------------
+
+def session_flags(verb: argparse.ArgumentParser, default_profile: str | None) -> None:
+    """Who connects, and what the broker is known to do (run, fuzz, replay, probe,
+    stateful)."""
+    verb.add_argument("--login")
+    verb.add_argument("--passcode")
+    verb.add_argument("--vhost", help="the value of CONNECT's host header")
+    verb.add_argument("--profile", default=default_profile,
+                      help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
+
+
+def tls_flags(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
+    verb.add_argument("--tls-cert", metavar="FILE", help="client certificate")
+    verb.add_argument("--tls-key", metavar="FILE", help="client key")
+    verb.add_argument("--tls-no-verify", action="store_true", help="do not verify the broker")
+
+
+def broker_flags(verb: argparse.ArgumentParser, default_profile: str | None, *,
+                 deadline: bool = True) -> None:
+    """The target of fuzz, replay, probe and stateful: loopback only unless --allow-remote,
+    the reference broker (with --fault switches) when no --broker is given."""
+    verb.add_argument("--broker", metavar="URL",
+                      help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT; only "
+                           "loopback addresses unless --allow-remote (default: the "
+                           "reference broker, started for the command)")
+    verb.add_argument("--allow-remote", action="store_true",
+                      help="send to a broker that is not on this machine")
+    session_flags(verb, default_profile)
+    verb.add_argument("--fault", action="append", metavar="NAME",
+                      help="with no --broker: switch on a fault of the reference broker "
+                           "(repeatable; see broker --list-faults)")
+    if deadline:
+        verb.add_argument("--deadline", type=seconds, default=2.0,
+                          help="seconds an input may take (default 2)")
+    tls_flags(verb)
 
 
 def tls_options(args: argparse.Namespace, address: BrokerAddress | None) -> TlsOptions | None:
@@ -14,3 +70,77 @@ def tls_options(args: argparse.Namespace, address: BrokerAddress | None) -> TlsO
         return TlsOptions(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
                           verify=not args.tls_no_verify)
     return None
+
+
+def where_from_flags(args: argparse.Namespace, *, broker: str | None, profile: str,
+                     faults: Sequence[str]) -> Where:
+    """The broker a fuzzer sends to, from the flags; UsageError for a bad one or a refused
+    remote one. The fuzzer's modules load here, when a fuzzing verb runs, not for --help."""
+    from conformance.fuzz.network.where import UsageError, Where
+
+    try:
+        address = parse_broker(broker) if broker else None
+        loaded = load_profile(profile)
+    except (ValueError, ProfileError) as error:
+        raise UsageError(str(error)) from None
+    if address is not None:
+        if faults:
+            raise UsageError("--fault switches faults of the reference broker that this "
+                             "command starts: it cannot be used with --broker")
+        if not args.allow_remote and not is_loopback(address):
+            raise UsageError(f"refusing to send fuzz input to {address.display}: it is not a "
+                             "loopback address (malformed input can crash a broker); add "
+                             "--allow-remote to fuzz a broker you own there")
+    try:
+        BrokerConfig(faults=frozenset(faults))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    tls = tls_options(args, address)
+    return Where(address, loaded, profile, tuple(sorted(set(faults))), tls, args.login,
+                 args.passcode, args.vhost)
+
+
+# -- the cases ------------------------------------------------------------------------------
+
+def case_flags(verb: argparse.ArgumentParser, *, json: bool = True) -> None:
+    """Which cases a verb takes (run, list, show, coverage, selftest); `json`: the verb
+    also has --json for stdout."""
+    verb.add_argument("--cases", action="append", metavar="PATH",
+                      help="a folder or file of YAML cases (default: the shipped catalogue)")
+    verb.add_argument("--tag")
+    verb.add_argument("--statement", help="a statement id")
+    verb.add_argument("--level", choices=["must", "should", "may"])
+    verb.add_argument("--stomp-version", choices=VERSIONS)
+    verb.add_argument("-k", metavar="TEXT", help="only cases whose id contains TEXT")
+    if json:
+        verb.add_argument("--json", action="store_true",
+                          help="print JSON on stdout, nothing else")
+
+
+def default_cases() -> Path:
+    """The shipped catalogue: cases/ beside the package in a checkout, conformance/cases in
+    an installed wheel (pyproject.toml maps one onto the other)."""
+    here = Path(__file__).resolve().parent.parent
+    checkout = here.parent / "cases"
+    return checkout if checkout.is_dir() else here / "cases"
+
+
+def chosen_cases(args: argparse.Namespace) -> list[Case]:
+    """The cases named by --cases (default: the shipped catalogue), filtered by the flags."""
+    cases = load_cases([Path(p) for p in args.cases] if args.cases else [default_cases()])
+    chosen = []
+    for case in cases:
+        if args.tag and args.tag not in case.tags:
+            continue
+        if args.statement and args.statement not in case.statements:
+            continue
+        if args.level and args.level.lower() != case.level:
+            continue
+        if args.stomp_version:  # run the case at that version only
+            if args.stomp_version not in case.versions:
+                continue
+            case = dataclasses.replace(case, versions=(args.stomp_version,))
+        if args.k and args.k not in case.id:
+            continue
+        chosen.append(case)
+    return chosen

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,13 +17,15 @@ from rich.console import Console
 from rich.text import Text
 
 from conformance.cli.arguments import positive
+from conformance.cli.exits import Exit, say
+from conformance.cli.options import Verbs
 from conformance.pipeline import JOBS
+from conformance.report.console import make_console
 from conformance.report.history import PAGE
 
 if TYPE_CHECKING:
     from conformance.pipeline.spark import SparkSettings, Started
 
-EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 INSTALL = "pip install 'stomp-conformance[pipeline]'"
 _DESCRIPTIONS = {
     "matrix": "broker x statement x STOMP version: outcome counts and status per run and "
@@ -36,10 +37,6 @@ _DESCRIPTIONS = {
                "the shape of the minimised input",
     "trends": "conformance over time: one point per run, and per day",
 }
-
-
-def _err(message: str) -> None:
-    print(f"stomp-conformance: {message}", file=sys.stderr)
 
 
 def _conf(value: str) -> tuple[str, str]:
@@ -68,7 +65,7 @@ def _spark_flags(verb: argparse.ArgumentParser) -> None:
                             "CPU-seconds, once), later ones start faster")
 
 
-def add_pipeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add(verbs: Verbs) -> None:
     top = verbs.add_parser(
         "pipeline", help="Spark jobs over result and finding records",
         description="Spark jobs over the JSON Lines records of `run --results` and `fuzz "
@@ -128,7 +125,7 @@ def _spark_ready() -> bool:
         importlib.import_module("pyspark")
         importlib.import_module("pyarrow")
     except ImportError as missing:
-        _err(f"the pipeline needs {missing.name or 'PySpark'}: {INSTALL}")
+        say(f"the pipeline needs {missing.name or 'PySpark'}: {INSTALL}")
         return False
     return True
 
@@ -136,7 +133,7 @@ def _spark_ready() -> bool:
 def _output(path: str) -> Path | None:
     out = Path(path)
     if out.exists() and not out.is_dir():
-        _err(f"--output {path}: not a folder")
+        say(f"--output {path}: not a folder")
         return None
     return out
 
@@ -148,7 +145,7 @@ def _start(args: argparse.Namespace, console: Console) -> Started | None:
     try:
         started = start(settings)
     except SparkStartError as error:
-        _err(str(error))
+        say(str(error))
         return None
     archive = {"used": "class-data archive used", "writing": "writing a class-data archive "
                "for faster starts, once", "off": "no class-data archive"}[started.cds]
@@ -157,39 +154,39 @@ def _start(args: argparse.Namespace, console: Console) -> Started | None:
     return started
 
 
-def _failed(error: Exception, log: Path) -> int:
+def _failed(error: Exception, log: Path) -> Exit:
     from conformance.pipeline.spark import first_line
 
-    _err(f"the pipeline failed: {first_line(error)} (Spark's log: {log})")
-    return EXIT_HARNESS
+    say(f"the pipeline failed: {first_line(error)} (Spark's log: {log})")
+    return Exit.HARNESS
 
 
-def _jobs_command(args: argparse.Namespace) -> int:
+def _jobs_command(args: argparse.Namespace) -> Exit:
     if not _spark_ready():
-        return EXIT_USAGE
+        return Exit.USAGE
     from conformance.pipeline.load import RecordsError, find_inputs
     from conformance.pipeline.runner import check, run_jobs
     from conformance.pipeline.spark import stop
 
     output = _output(args.output)
     if output is None:
-        return EXIT_USAGE
+        return Exit.USAGE
     try:
         inputs = find_inputs(args.input)
         check(inputs, args.jobs)
     except RecordsError as error:
-        _err(str(error))
-        return EXIT_USAGE
-    console = Console(stderr=True, highlight=False)
+        say(str(error))
+        return Exit.USAGE
+    console = make_console(stderr=True)
     started = _start(args, console)
     if started is None:
-        return EXIT_HARNESS
+        return Exit.HARNESS
     try:
         outcome = run_jobs(started.spark, inputs, output, args.jobs, skip_bad=args.skip_bad,
                            progress=lambda text: console.print(Text(text, style="dim")))
     except RecordsError as error:
-        _err(str(error))
-        return EXIT_USAGE
+        say(str(error))
+        return Exit.USAGE
     except Exception as error:  # Spark's errors come in many classes: one line for all
         return _failed(error, started.settings.log_file)
     finally:
@@ -205,13 +202,13 @@ def _jobs_command(args: argparse.Namespace) -> int:
     if outcome.report_data is not None:
         out.print(f"report data: {outcome.report_data}, shown by "
                   f"{outcome.report_data.with_name(PAGE)}")
-    return EXIT_OK
+    return Exit.OK
 
 
-def _fuzz_command(args: argparse.Namespace) -> int:
+def _fuzz_command(args: argparse.Namespace) -> Exit:
     if not _spark_ready():
-        return EXIT_USAGE
-    from conformance.cli.fuzz import UsageError, parse_duration
+        return Exit.USAGE
+    from conformance.fuzz.network.where import UsageError, parse_duration
     from conformance.pipeline.distributed import (
         CampaignError,
         TaskSettings,
@@ -226,22 +223,22 @@ def _fuzz_command(args: argparse.Namespace) -> int:
     brokers = list(dict.fromkeys(args.broker or ["reference"]))
     output = _output(args.output)
     if output is None:
-        return EXIT_USAGE
+        return Exit.USAGE
     try:
         budget = parse_duration(args.time)
         for spec in brokers:
             check_broker(spec, allow_remote=args.allow_remote)
     except (UsageError, CampaignError) as error:
-        _err(str(error))
-        return EXIT_USAGE
+        say(str(error))
+        return Exit.USAGE
     if args.minimise < 0:
-        _err("--minimise: expected seconds, 0 or more")
-        return EXIT_USAGE
+        say("--minimise: expected seconds, 0 or more")
+        return Exit.USAGE
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    console = Console(stderr=True, highlight=False)
+    console = make_console(stderr=True)
     started = _start(args, console)
     if started is None:
-        return EXIT_HARNESS
+        return Exit.HARNESS
     settings = TaskSettings(root=str(output.resolve() / "campaigns"), jobs=args.jobs,
                             minimise=args.minimise, allow_remote=args.allow_remote)
     console.print(Text(f"fuzzing {len(brokers)} broker(s) x {len(seeds)} seed(s), "
@@ -262,11 +259,11 @@ def _fuzz_command(args: argparse.Namespace) -> int:
             outcome = run_jobs(started.spark, find_inputs([found]), output, ("buckets",),
                                progress=lambda text: console.print(Text(text, style="dim")))
     except RecordsError as error:
-        _err(str(error))
-        return EXIT_USAGE
+        say(str(error))
+        return Exit.USAGE
     except OSError as error:
-        _err(f"cannot write the campaign's files: {error.strerror or error}")
-        return EXIT_USAGE
+        say(f"cannot write the campaign's files: {error.strerror or error}")
+        return Exit.USAGE
     except Exception as error:  # Spark's errors come in many classes: one line for all
         return _failed(error, started.settings.log_file)
     finally:
@@ -278,7 +275,7 @@ def _fuzz_command(args: argparse.Namespace) -> int:
             out.print(f"report data: {outcome.report_data}, shown by "
                       f"{outcome.report_data.with_name(PAGE)}")
     if any(r.error for r in results):
-        return EXIT_HARNESS
+        return Exit.HARNESS
     failed = any(json.loads(line).get("grade") == "failed" for r in results
                  for line in r.records)
-    return EXIT_FOUND if failed else EXIT_OK
+    return Exit.FAILED if failed else Exit.OK

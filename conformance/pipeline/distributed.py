@@ -67,7 +67,7 @@ def check_broker(spec: str, *, allow_remote: bool = False) -> None:
 
 def _where(spec: str, *, allow_remote: bool) -> object:
     from conformance.broker import BrokerConfig
-    from conformance.cli.fuzz import Where
+    from conformance.fuzz.network.where import Where
     from conformance.profiles import ProfileError, load_profile
     from conformance.wire.transport import is_loopback, parse_broker
 
@@ -101,12 +101,13 @@ def fuzz_task(seed: int, broker: str, budget: float, settings: TaskSettings) -> 
     Runs in an executor; never raises for a broker that cannot be fuzzed (the result says
     why), so one dead broker does not fail the other tasks."""
     from conformance.broker.child import ChildBrokerError
-    from conformance.cli.fuzz import Where
-    from conformance.fuzz.network.campaign import Campaign, Settings, open_folder
+    from conformance.fuzz.network.campaign import Campaign, open_folder
+    from conformance.fuzz.network.events import Settings
     from conformance.fuzz.network.finding_records import finding_record
     from conformance.fuzz.network.folder import CampaignDirError
     from conformance.fuzz.network.generators import generator
     from conformance.fuzz.network.oracle import Oracle, Unreachable
+    from conformance.fuzz.network.where import Where
     from conformance.report.scrub import Scrubber
     from conformance.spec.grammar import VERSIONS
 

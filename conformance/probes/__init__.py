@@ -15,7 +15,6 @@ fill their memory."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import time
@@ -82,15 +81,6 @@ def probe(target: Target, *, probes: Iterable[str] = PROBES,
           progress: Callable[[str], None] | None = None) -> list[ProbeResult]:
     """`run_probes` from synchronous code."""
     return asyncio.run(run_probes(target, probes=probes, options=options, progress=progress))
-
-
-def __getattr__(name: str) -> Callable[[argparse.Namespace], int]:
-    """`probe_command`, the verb's handler, loads only when asked for: it needs the broker
-    and the command line, which the runner (importing the search from here) must not."""
-    if name == "probe_command":
-        from conformance.probes.command import probe_command
-        return probe_command
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["PROBES", "Grade", "ProbeOptions", "ProbeResult", "probe", "run_probes"]

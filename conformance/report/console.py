@@ -1,6 +1,6 @@
 """The console reporter: a progress line while cases run, then a summary and the cases that
 did not pass, each with its statement and expected vs observed, and last the certification
-verdict. Honours NO_COLOR (rich)."""
+verdict. Honours NO_COLOR (rich). `make_console` is the console every verb prints with."""
 
 from __future__ import annotations
 
@@ -20,9 +20,18 @@ STYLE = {
 }
 
 
+def make_console(*, stderr: bool = False) -> Console:
+    """A console that wraps lines at the terminal's width on a terminal and leaves them
+    whole elsewhere (CI logs, pipes): rich would cut them at 80 columns there, mid-path,
+    where a reader searches for a case path or a tool reads a line at a time."""
+    console = Console(stderr=stderr, highlight=False)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
 class ConsoleReporter:
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or make_console(stderr=True)
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[tally]}"),
                                  TimeElapsedColumn(), console=self.console, transient=True)

@@ -37,14 +37,6 @@ from conformance.wire.target import HarnessError, Target
 from conformance.wire.transcript import Budget, Transcript
 from conformance.wire.transport import TransportError, open_transport
 
-# The names report/, cli/ and fuzz/ import from here until they import them from their
-# homes: the events from runner.events (EngineEvent is now RunEvent), HarnessError from
-# wire.target.
-EngineEvent = RunEvent
-__all__ = ["SESSION", "CaseFinished", "CaseStarted", "Engine", "EngineEvent", "Handler",
-           "HarnessError", "RunEvent", "RunFinished", "RunStarted", "capability_cases",
-           "execute", "run_case"]
-
 
 async def execute(run: CaseRun) -> None:
     """Run the case's steps in order, each knowing which is running (for its line)."""

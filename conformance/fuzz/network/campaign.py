@@ -41,11 +41,9 @@ from conformance.fuzz.network.events import (
 from conformance.fuzz.network.findings import (
     BrokerInfo,
     Finding,
-    counts,
     masked,
     new_finding,
     signature,
-    worst,
 )
 from conformance.fuzz.network.folder import (
     MAX_CORPUS,
@@ -477,10 +475,3 @@ class Campaign:
             if time.monotonic() - saved >= _SAVE_EVERY:
                 saved = time.monotonic()
                 self._save_state()
-
-
-#: display.py and cli/ import these from here. Transitional: `Event` is the old name of
-#: CampaignEvent, which display.py still imports; drop it once display.py moves.
-Event = CampaignEvent
-__all__ = ["Campaign", "CampaignEvent", "Event", "FindingSaved", "Finished", "Handler", "Note",
-           "Progress", "Settings", "Started", "Stats", "counts", "open_folder", "worst"]

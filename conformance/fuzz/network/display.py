@@ -1,7 +1,10 @@
 """What a campaign shows while it runs: on a terminal a live panel (elapsed and budget,
 inputs and inputs/s, probes, anomalies, findings by grade) with each finding printed above
 it as it is found; elsewhere (CI logs, pipes) one plain line every `every` seconds and one
-per finding. Both end with a summary."""
+per finding. Both end with a summary.
+
+A resumed campaign adds this run to earlier ones: elapsed time, inputs and probes are this
+run's, anomalies and findings the campaign's so far, and each figure says which it is."""
 
 from __future__ import annotations
 
@@ -12,18 +15,21 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from conformance.fuzz.network.campaign import (
-    Event,
+from conformance.fuzz.network.events import (
+    CampaignEvent,
     FindingSaved,
     Finished,
     Note,
     Progress,
     Started,
     Stats,
-    counts,
 )
-from conformance.fuzz.network.findings import Finding
+from conformance.fuzz.network.findings import Finding, counts
+from conformance.report.console import make_console
 from conformance.runner.results import Outcome
+
+#: what an anomaly is, said once in the summary next to the count
+ANOMALY = "answers the oracle judged off the spec, before findings are told apart by signature"
 
 STYLE = {Outcome.FAILED.value: "bold red", Outcome.NON_STRICT.value: "yellow",
          Outcome.INFORMATIONAL.value: "cyan", "not confirmed": "dim"}
@@ -47,11 +53,11 @@ def _finding_line(finding: Finding, path: str) -> Text:
 
 
 class CampaignDisplay:
-    """A handler of campaign events (campaign.Event)."""
+    """A handler of campaign events (CampaignEvent)."""
 
     def __init__(self, console: Console | None = None, *, live: bool | None = None,
                  every: float = 10.0) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or make_console(stderr=True)
         self.live_mode = self.console.is_terminal if live is None else live
         self.every = every
         self._live: Live | None = None
@@ -59,7 +65,7 @@ class CampaignDisplay:
         self._stats = Stats()
         self._header = ""
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: CampaignEvent) -> None:
         if isinstance(event, Started):
             self._started(event)
         elif isinstance(event, Progress):
@@ -110,9 +116,10 @@ class CampaignDisplay:
         table.add_row("elapsed", f"{s.elapsed:6.1f} s of {s.budget:g} s")
         table.add_row("inputs", f"{s.inputs} ({s.total_inputs} in the campaign)")
         table.add_row("inputs/s", f"{s.rate:7.0f}")
-        table.add_row("probes", str(s.probes))
-        table.add_row("anomalies", str(s.anomalies))
-        table.add_row("findings", Text(_tally(s), style="bold" if s.found else ""))
+        table.add_row("probes", str(s.checks))
+        table.add_row("anomalies", f"{s.anomalies} in the campaign")
+        table.add_row("findings", Text(f"{_tally(s)} in the campaign",
+                                       style="bold" if s.found else ""))
         if s.unanswered or s.harness_errors:
             table.add_row("unanswered", f"{s.unanswered} handshakes, "
                                         f"{s.harness_errors} harness errors")
@@ -121,7 +128,8 @@ class CampaignDisplay:
     @staticmethod
     def _plain(s: Stats) -> str:
         return (f"fuzz: {s.elapsed:.0f}/{s.budget:g} s, {s.inputs} inputs ({s.rate:.0f}/s), "
-                f"{s.probes} probes, {s.anomalies} anomalies, findings: {_tally(s)}")
+                f"{s.checks} probes; in the campaign: {s.anomalies} anomalies, findings: "
+                f"{_tally(s)}")
 
     def _finished(self, event: Finished) -> None:
         if self._live is not None:
@@ -129,9 +137,10 @@ class CampaignDisplay:
             self._live = None
         s = event.stats
         rate = s.inputs / s.elapsed if s.elapsed > 0 else 0.0
-        self.console.print(f"stopped ({event.reason}) after {s.elapsed:.1f} s: {s.inputs} "
-                           f"inputs ({rate:.0f}/s, liveness probes included), {s.probes} "
-                           f"probes, {s.anomalies} anomalies", soft_wrap=True)
+        self.console.print(f"stopped ({event.reason}) after {s.elapsed:.1f} s: this run sent "
+                           f"{s.inputs} inputs ({rate:.0f}/s, liveness probes included) and "
+                           f"{s.checks} probes; the campaign so far: {s.total_inputs} inputs, "
+                           f"{s.anomalies} anomalies ({ANOMALY})", soft_wrap=True)
         if s.unanswered:
             self.console.print(f"{s.unanswered} handshakes went unanswered while the broker "
                                "passed its liveness probes", soft_wrap=True)
@@ -141,7 +150,8 @@ class CampaignDisplay:
                                soft_wrap=True)
         for finding in event.findings:
             self.console.print(_finding_line(finding, finding.id), soft_wrap=True)
-        self.console.print(f"{len(event.findings)} findings: {_tally(s)}", soft_wrap=True)
+        self.console.print(f"{len(event.findings)} findings in the campaign: {_tally(s)}",
+                           soft_wrap=True)
         left = [f for f in event.findings if not counts(f)]
         if left:
             self.console.print(f"{len(left)} findings do not count for the exit code: not "

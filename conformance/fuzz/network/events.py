@@ -51,11 +51,6 @@ class Stats:
     def found(self) -> int:
         return sum(self.findings.values())
 
-    @property
-    def probes(self) -> int:
-        """Transitional: the old name of `checks`, which display.py still reads."""
-        return self.checks
-
 
 @dataclass(frozen=True)
 class Started:

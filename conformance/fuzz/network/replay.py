@@ -21,11 +21,6 @@ class Replayed:
     #: the anomaly that matched, from the first try that reproduced
     matched: Anomaly | None = None
 
-    @property
-    def verdicts(self) -> list[Judgement]:
-        """Transitional: the old name of `judgements`, which cli/fuzz.py still reads."""
-        return self.judgements
-
 
 async def replay(finding: Finding, oracle: Oracle, generator: Generator, *,
                  times: int = 1) -> Replayed:
