@@ -23,7 +23,7 @@ from peers import serving
 from conformance.broker import FAULTS, Broker, BrokerConfig
 from conformance.broker.destinations import Message, Store, Subscription
 from conformance.broker.faults import Faults
-from conformance.broker.protocol import Connection
+from conformance.broker.protocol import BrokerProtocol
 from conformance.codec import Frame, Limits, Parser, encode
 from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
@@ -779,7 +779,7 @@ class Driver:
 
     def __init__(self, store: Store, name: str, config: BrokerConfig | None = None,
                  faults: Faults | None = None) -> None:
-        self.connection = Connection(config or BrokerConfig(), faults or Faults(), store, self,
+        self.connection = BrokerProtocol(config or BrokerConfig(), faults or Faults(), store, self,
                                      name, clock=lambda: 1_700_000_000.25)
         self.parser = Parser()
 

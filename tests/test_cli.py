@@ -71,12 +71,12 @@ def test_spec_party_includes_the_statements_that_bind_both() -> None:
 def test_the_fuzz_summary_tells_this_run_from_the_campaign() -> None:
     screen = io.StringIO()
     display = CampaignDisplay(Console(file=screen, width=80), live=False)
-    stats = Stats(elapsed=10.0, budget=10.0, inputs=120, total_inputs=1120, probes=12,
+    stats = Stats(elapsed=10.0, budget=10.0, inputs=120, total_inputs=1120, checks=12,
                   anomalies=37, findings={"failed": 2})
     display(Finished(stats, [], "the time is up"))
     text = screen.getvalue()
     summary = text.splitlines()[0]
-    assert "this run sent 120 inputs" in summary and "12 probes" in summary
+    assert "this run sent 120 inputs" in summary and "12 liveness checks" in summary
     assert "the campaign so far: 1120 inputs, 37 anomalies (answers the oracle judged off " \
            "the spec" in summary
     assert "findings in the campaign: 2 failed" in text

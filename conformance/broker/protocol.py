@@ -3,14 +3,14 @@ frame by frame (CONNECT itself is answered in connect.py). Every error is an ERR
 (with `message`, and `receipt-id` when the offending frame asked for a receipt) followed by
 closing the connection.
 
-A Connection owns no socket, task or clock of its own (the one it reads, for the
+A BrokerProtocol owns no socket, task or clock of its own (the one it reads, for the
 timestamp of server headers, is given). Its driver (session.py) feeds it what the client
 sent (`receive_data`), takes what to send (`data_to_send`, in order, as h2 does) and acts
 on what it leaves in its attributes: `closing` (close once what is to send is sent),
 `beat` (start heart-beats every `send_every` seconds), `expect_every` (the client's).
 Messages reach other connections through the shared Store, which hands them to each
-subscription's Consumer (the driver of that connection, which has its Connection render
-them with `deliver`)."""
+subscription's Consumer (the driver of that connection, which has its BrokerProtocol
+render them with `deliver`)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class Refused(Exception):
     """A frame the broker answers with ERROR then close."""
 
 
-class Connection:
+class BrokerProtocol:
     def __init__(self, config: BrokerConfig, faults: Faults, store: Store, consumer: Consumer,
                  id: str, *, clock: Callable[[], float] = time.time) -> None:
         """`consumer` stands for this connection in its subscriptions; `id` names it
@@ -439,9 +439,10 @@ class Connection:
         """Nothing to do here: open transactions are aborted when the connection ends."""
 
 
-HANDLERS: dict[str, Callable[[Connection, Frame], None]] = {
-    "SEND": Connection.send, "SUBSCRIBE": Connection.subscribe,
-    "UNSUBSCRIBE": Connection.unsubscribe, "ACK": Connection.ack, "NACK": Connection.nack,
-    "BEGIN": Connection.begin, "COMMIT": Connection.commit, "ABORT": Connection.abort,
-    "DISCONNECT": Connection.disconnect,
+HANDLERS: dict[str, Callable[[BrokerProtocol, Frame], None]] = {
+    "SEND": BrokerProtocol.send, "SUBSCRIBE": BrokerProtocol.subscribe,
+    "UNSUBSCRIBE": BrokerProtocol.unsubscribe, "ACK": BrokerProtocol.ack,
+    "NACK": BrokerProtocol.nack, "BEGIN": BrokerProtocol.begin,
+    "COMMIT": BrokerProtocol.commit, "ABORT": BrokerProtocol.abort,
+    "DISCONNECT": BrokerProtocol.disconnect,
 }

@@ -15,7 +15,7 @@ from typing import Any
 from conformance.broker.config import BrokerConfig
 from conformance.broker.destinations import Message, Store, Subscription
 from conformance.broker.faults import Faults
-from conformance.broker.protocol import Connection
+from conformance.broker.protocol import BrokerProtocol
 
 _sessions = itertools.count(1)
 
@@ -34,7 +34,7 @@ class Session:
         self.sessions = sessions
         self._transport = writer.transport
         self._loop = asyncio.get_running_loop()
-        self.protocol = Connection(config, faults, store, self, f"s{next(_sessions)}")
+        self.protocol = BrokerProtocol(config, faults, store, self, f"s{next(_sessions)}")
         self.last_write = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()  # running: cancelled when the session ends
         self._pumping = False

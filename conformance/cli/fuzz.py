@@ -37,7 +37,7 @@ def add(verbs: Verbs) -> None:
     fuzz = verbs.add_parser(
         "fuzz", help="fuzz a broker with grammar-driven input",
         description="Send inputs built from the spec's grammar (valid sessions and inputs that "
-                    "each break one rule) to a broker, judge each answer, probe that it stays "
+                    "each break one rule) to a broker, judge each answer, check that it stays "
                     "alive, and save each finding (reproducer, answer, grade, YAML case) in "
                     "--corpus DIR as it is found. A campaign stopped at any point resumes from "
                     "DIR. Exit 1 when a finding is graded failed, 0 otherwise.")

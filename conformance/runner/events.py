@@ -36,7 +36,7 @@ class RunFinished:
     server: dict[str, str]
 
 
-#: One event of a run (not the codec's or the connection's `Event`, which are what a
+#: One event of a run (the codec's `Event` and the connection's `Received` are what a
 #: broker sent).
 RunEvent = RunStarted | CaseStarted | CaseFinished | RunFinished
 Handler = Callable[[RunEvent], None]

@@ -112,7 +112,7 @@ class Settle:
 
 
 @dataclass(slots=True)
-class Session:
+class OpenSession:
     slot: str
     incarnation: int
     version: str
@@ -139,7 +139,7 @@ class Model:
         self.redelivery = redelivery
         #: destinations are topics, not queues (see the module)
         self.topics = topics
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, OpenSession] = {}
         self.messages: dict[str, Message] = {}
         self.incarnations: dict[str, int] = {}
         self._clock = 0
@@ -150,9 +150,9 @@ class Model:
 
     # -- what the client did ----------------------------------------------------------------
 
-    def connect(self, slot: str, version: str) -> Session:
+    def connect(self, slot: str, version: str) -> OpenSession:
         incarnation = self.incarnations[slot] = self.incarnations.get(slot, 0) + 1
-        session = self.sessions[slot] = Session(slot, incarnation, version)
+        session = self.sessions[slot] = OpenSession(slot, incarnation, version)
         return session
 
     def subscribe(self, slot: str, sub: str, queue: int, mode: str) -> None:
@@ -325,7 +325,7 @@ class Model:
         found = self._suspects(self.sessions[slot], message)
         return (*found, "nack.id-required" if nack else "ack.id-required")
 
-    def _suspects(self, session: Session, message: Message) -> tuple[str, ...]:
+    def _suspects(self, session: OpenSession, message: Message) -> tuple[str, ...]:
         """Scope rules of the settles after `message` was delivered that a broker may have
         wrongly applied to it: a client-mode one of another subscription, an individual one
         of a later message of its own."""
@@ -356,7 +356,7 @@ class Model:
             self._set(message, State.DROPPED, message.why,
                       "sent to a topic with no subscription")
 
-    def _copy_delivered(self, session: Session, sub: Subscription,
+    def _copy_delivered(self, session: OpenSession, sub: Subscription,
                         message: Message) -> Problem | None:
         """A MESSAGE of a topic arrived: one of its copies still due, else a problem."""
         taker = (session.slot, sub.id)
@@ -374,7 +374,7 @@ class Model:
                       "delivered to every subscription of its topic")
         return None
 
-    def _held_by(self, session: Session, sub: str) -> list[Message]:
+    def _held_by(self, session: OpenSession, sub: str) -> list[Message]:
         holder = Holder(session.slot, session.incarnation, sub)
         return [m for m in self.messages.values()
                 if m.state is State.IN_FLIGHT and m.holder == holder]

@@ -38,10 +38,10 @@ class Closed:
         return f"Closed({self.reason!r})"
 
 
-Event = Frame | Heartbeat | Closed
+Received = Frame | Heartbeat | Closed
 
 
-def describe(event: Event | None, within: float) -> str:
+def describe(event: Received | None, within: float) -> str:
     """What arrived, for a step's `observed`: the frame's command, headers and body cut
     short, the close and its reason, or nothing within `within` seconds."""
     if event is None:
@@ -56,7 +56,7 @@ def describe(event: Event | None, within: float) -> str:
     return f"{command[:40]} frame [{headers}]" + (f" body {body!r}" if event.body else "")
 
 
-def brief(event: Event | None) -> str:
+def brief(event: Received | None) -> str:
     """What arrived, in a few words: the command and any ERROR message, or the close."""
     if event is None:
         return "nothing"
@@ -85,7 +85,7 @@ class Connection:
         #: (a missing header is 0,0; None: CONNECTED's header is not two integers)
         self.heart_beat: tuple[int, int] = (0, 0)
         self.server_heart_beat: tuple[int, int] | None = (0, 0)
-        self.queue: deque[Event] = deque()
+        self.queue: deque[Received] = deque()
         self._queued = 0  # octets of the frames in the queue
         self._arrived = asyncio.Event()
         self.closed: Closed | None = None
@@ -152,7 +152,7 @@ class Connection:
             if pause and start + size < len(data):
                 await asyncio.sleep(pause)
 
-    async def next_event(self, timeout: float, *, heartbeats: bool = False) -> Event | None:
+    async def next_event(self, timeout: float, *, heartbeats: bool = False) -> Received | None:
         """The next frame (and heart-beat, if asked), a Closed once the queue is drained
         after a close, or None when nothing came within `timeout` seconds."""
         deadline = time.monotonic() + timeout

@@ -406,8 +406,7 @@ class Campaign:
                               f"a new connection gets no CONNECTED: {why}")
             judgement = Judgement(response=b"", ended="no CONNECTED")
             self._anomaly(anomaly, last, judgement, self._next - 1, suspects=tuple(self._recent))
-        # "probe": the word users see for a liveness check (the display's too)
-        self.emit(Note(f"the broker failed its liveness probe ({why}); waiting up to "
+        self.emit(Note(f"the broker failed its liveness check ({why}); waiting up to "
                        f"{self.settings.recovery:g} s for it"))
         waited = time.monotonic()
         while time.monotonic() - waited < self.settings.recovery and not self._stop.is_set():

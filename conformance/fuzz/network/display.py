@@ -1,9 +1,9 @@
 """What a campaign shows while it runs: on a terminal a live panel (elapsed and budget,
-inputs and inputs/s, probes, anomalies, findings by grade) with each finding printed above
+inputs and inputs/s, liveness checks, anomalies, findings by grade) with each finding printed above
 it as it is found; elsewhere (CI logs, pipes) one plain line every `every` seconds and one
 per finding. Both end with a summary.
 
-A resumed campaign adds this run to earlier ones: elapsed time, inputs and probes are this
+A resumed campaign adds this run to earlier ones: elapsed time, inputs and liveness checks are this
 run's, anomalies and findings the campaign's so far, and each figure says which it is."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class CampaignDisplay:
         table.add_row("elapsed", f"{s.elapsed:6.1f} s of {s.budget:g} s")
         table.add_row("inputs", f"{s.inputs} ({s.total_inputs} in the campaign)")
         table.add_row("inputs/s", f"{s.rate:7.0f}")
-        table.add_row("probes", str(s.checks))
+        table.add_row("liveness checks", str(s.checks))
         table.add_row("anomalies", f"{s.anomalies} in the campaign")
         table.add_row("findings", Text(f"{_tally(s)} in the campaign",
                                        style="bold" if s.found else ""))
@@ -128,7 +128,7 @@ class CampaignDisplay:
     @staticmethod
     def _plain(s: Stats) -> str:
         return (f"fuzz: {s.elapsed:.0f}/{s.budget:g} s, {s.inputs} inputs ({s.rate:.0f}/s), "
-                f"{s.checks} probes; in the campaign: {s.anomalies} anomalies, findings: "
+                f"{s.checks} liveness checks; in the campaign: {s.anomalies} anomalies, findings: "
                 f"{_tally(s)}")
 
     def _finished(self, event: Finished) -> None:
@@ -138,12 +138,13 @@ class CampaignDisplay:
         s = event.stats
         rate = s.inputs / s.elapsed if s.elapsed > 0 else 0.0
         self.console.print(f"stopped ({event.reason}) after {s.elapsed:.1f} s: this run sent "
-                           f"{s.inputs} inputs ({rate:.0f}/s, liveness probes included) and "
-                           f"{s.checks} probes; the campaign so far: {s.total_inputs} inputs, "
-                           f"{s.anomalies} anomalies ({ANOMALY})", soft_wrap=True)
+                           f"{s.inputs} inputs ({rate:.0f}/s, liveness checks included) and "
+                           f"{s.checks} liveness checks; the campaign so far: "
+                           f"{s.total_inputs} inputs, {s.anomalies} anomalies ({ANOMALY})",
+                           soft_wrap=True)
         if s.unanswered:
             self.console.print(f"{s.unanswered} handshakes went unanswered while the broker "
-                               "passed its liveness probes", soft_wrap=True)
+                               "passed its liveness checks", soft_wrap=True)
         if s.harness_errors:
             self.console.print(Text(f"{s.harness_errors} inputs hit a harness error (a fault "
                                     "of the fuzzer, not the broker)", style="bold red"),

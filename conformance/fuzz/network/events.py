@@ -40,7 +40,7 @@ class Stats:
     total_inputs: int = 0
     #: inputs per second over the last few seconds
     rate: float = 0.0
-    #: liveness checks (the display calls them probes)
+    #: liveness checks
     checks: int = 0
     anomalies: int = 0
     unanswered: int = 0

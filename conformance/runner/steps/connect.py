@@ -8,7 +8,7 @@ from conformance.codec import Frame, encode_raw
 from conformance.runner.case_run import CaseRun, SetupRefused, StepFailed, heart_beat_pair
 from conformance.runner.steps.expectations import DEFAULT_WITHIN
 from conformance.spec.grammar import VERSIONS, parse_accept_version
-from conformance.wire.connection import Closed, Connection, Event, brief, describe
+from conformance.wire.connection import Closed, Connection, Received, brief, describe
 from conformance.wire.handshake import connect_headers
 
 
@@ -16,7 +16,7 @@ async def step_open(run: CaseRun, args: dict[str, Any]) -> None:
     await run.open(args.get("conn", "main"))
 
 
-def refusal(run: CaseRun, conn: Connection, event: Event | None) -> bool:
+def refusal(run: CaseRun, conn: Connection, event: Received | None) -> bool:
     """The broker turned the session down rather than broke a rule answering it: an
     ERROR, no answer at all, or a close before it sent anything."""
     if isinstance(event, Closed):

@@ -16,7 +16,7 @@ from conformance.runner.steps.expectations import (
     frame_mismatch,
 )
 from conformance.spec.grammar import UNESCAPED_COMMANDS
-from conformance.wire.connection import Closed, Event, describe
+from conformance.wire.connection import Closed, Received, describe
 
 
 async def step_send(run: CaseRun, args: dict[str, Any]) -> None:
@@ -103,7 +103,7 @@ async def step_expect_any(run: CaseRun, alternatives: list[dict[str, Any]]) -> N
     event = await conn.next_event(within)
     if isinstance(event, Frame):
         run.received(conn, event)
-    after: Event | None = None
+    after: Received | None = None
     if isinstance(event, Frame) and event.command == "ERROR":
         after = await conn.next_event(within)
     for alternative in alternatives:
@@ -120,7 +120,7 @@ async def step_expect_any(run: CaseRun, alternatives: list[dict[str, Any]]) -> N
     raise StepFailed(f"one of: {wanted}", describe(event, within))
 
 
-def _alternative_met(alternative: dict[str, Any], event: Event | None, after: Event | None,
+def _alternative_met(alternative: dict[str, Any], event: Received | None, after: Received | None,
                      run: CaseRun) -> bool:
     if "expect" in alternative:
         return isinstance(event, Frame) and frame_mismatch(event, alternative["expect"], run) \

@@ -12,7 +12,7 @@ from conformance.codec import Heartbeat
 from conformance.runner.case_run import CaseRun, StepFailed
 from conformance.runner.judge import broken
 from conformance.runner.results import Outcome
-from conformance.wire.connection import Connection, Event
+from conformance.wire.connection import Connection, Received
 
 #: The longest a heart-beat step watches or sends (seconds), whatever was negotiated.
 MAX_HEARTBEAT_WINDOW = 15.0
@@ -72,7 +72,7 @@ async def step_expect_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
     end = run.clock()
     arrivals = [r.t for r in run.transcript.records()
                 if r.conn == conn.name and r.direction == "in" and start <= r.t <= end]
-    kept: list[Event] = []
+    kept: list[Received] = []
     beats = 0
     while conn.queue:
         event = conn.queue.popleft()
