@@ -76,7 +76,9 @@ def test_select_filters_by_level_party_section_and_version() -> None:
     musts = catalogue().select(level="must")
     assert musts and all(s.level.strength == "must" for s in musts)
     assert {s.level for s in catalogue().select(level="MUST NOT")} == {Level.MUST_NOT}
-    assert all(s.party.value == "server" for s in catalogue().select(party="server"))
+    servers = catalogue().select(party="server")
+    assert {s.party.value for s in servers} == {"server", "both"}  # both bind the server too
+    assert {s.party.value for s in catalogue().select(party="both")} == {"both"}
     assert all("heart" in s.section.lower() for s in catalogue().select(section="Heart"))
     assert all("1.0" in s.versions for s in catalogue().select(version="1.0"))
 

@@ -62,14 +62,9 @@ def _level(value: str) -> str:
 
 
 def _statements(args: argparse.Namespace) -> list[Statement]:
-    """The statements the flags select. A statement that binds both parties binds each:
-    --party server (or client) lists it too; --party both lists only those."""
-    chosen = catalogue().select(level=args.level, section=args.section,
-                                version=args.version, observable=args.observable)
-    if args.party is None:
-        return chosen
-    parties = {args.party, Party.BOTH.value}
-    return [s for s in chosen if s.party.value in parties]
+    """The statements the flags select (a statement that binds both parties binds each)."""
+    return catalogue().select(level=args.level, party=args.party, section=args.section,
+                              version=args.version, observable=args.observable)
 
 
 def spec_command(args: argparse.Namespace) -> Exit:

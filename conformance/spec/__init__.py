@@ -98,13 +98,14 @@ class Catalogue:
                section: str | None = None, version: str | None = None,
                observable: bool | None = None) -> list[Statement]:
         """Statements matching every filter given. `level` takes a key word ('MUST NOT')
-        or a strength ('must', 'should', 'may'); `section` matches case-insensitively
+        or a strength ('must', 'should', 'may'); `party` 'server' or 'client' includes the
+        statements that bind both, 'both' only those; `section` matches case-insensitively
         as a substring of the section heading."""
         chosen = []
         for s in self:
             if level is not None and level.upper() != s.level and level.lower() != s.level.strength:
                 continue
-            if party is not None and party.lower() != s.party.value:
+            if party is not None and s.party.value not in {party.lower(), Party.BOTH.value}:
                 continue
             if section is not None and section.lower() not in s.section.lower():
                 continue
