@@ -28,7 +28,7 @@ from conformance.report.baseline import BaselineDiff, compare_baseline, load_rep
 from conformance.report.console import ConsoleReporter, make_console
 from conformance.report.history import load_history
 from conformance.runner.engine import Engine
-from conformance.runner.results import CaseResult, Outcome
+from conformance.runner.results import CaseResult, Outcome, Refusal
 from conformance.wire.target import HarnessError, Target
 from conformance.wire.transport import BrokerAddress, parse_broker
 
@@ -131,7 +131,7 @@ def run_command(args: argparse.Namespace) -> Exit:
     if refused and all(r.setup_refused for r in results
                        if r.outcome not in (Outcome.SKIPPED, Outcome.UNSUPPORTED)):
         why = refused[0].message  # "STOMP 1.2: a CONNECT ... got ERROR (...)"
-        line = why.partition(": ")[2] if "never answered CONNECT" in why else \
+        line = why.partition(": ")[2] if refused[0].setup_refused is Refusal.SILENT else \
             f"every CONNECT was refused: {why}"
         return fail(Exit.HARNESS, line)
     outcomes = {r.outcome for r in results}

@@ -11,7 +11,7 @@ from typing import Any
 
 from conformance.codec import Frame
 from conformance.runner.judge import Judged, judge
-from conformance.runner.results import Outcome
+from conformance.runner.results import Outcome, Refusal
 from conformance.scenario import Case, Step
 from conformance.spec.grammar import HEART_BEAT
 from conformance.wire.connection import Connection
@@ -39,9 +39,9 @@ class SetupRefused(CaseError):
     the broker's settings (credentials, virtual host) are the likely cause, not the
     statement the case checks."""
 
-    def __init__(self, message: str, observed: str) -> None:
+    def __init__(self, message: str, observed: str, how: Refusal = Refusal.ANSWERED) -> None:
         super().__init__(message)
-        self.observed = observed
+        self.observed, self.how = observed, how
 
 
 def heart_beat_pair(value: str | None) -> tuple[int, int] | None:

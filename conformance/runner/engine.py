@@ -28,7 +28,7 @@ from conformance.runner.events import (
     RunStarted,
 )
 from conformance.runner.judge import broken
-from conformance.runner.results import BROKEN, CaseResult, Outcome, worst
+from conformance.runner.results import BROKEN, CaseResult, Outcome, Refusal, worst
 from conformance.runner.steps import STEPS
 from conformance.scenario import Case, Step
 from conformance.scenario.loader import load_file
@@ -76,7 +76,7 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
             for c in missing)), {}
     failure: StepFailed | None = None
     error = ""
-    refused = False
+    refused: Refusal | None = None
     try:
         async with asyncio.timeout(case.timeout or timeout):
             await execute(run)
@@ -86,7 +86,7 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
         if served is False:
             failure = StepFailed("CONNECTED", problem.observed)
         else:
-            error, refused = str(problem), True
+            error, refused = str(problem), problem.how
             if served:
                 error += " (it served the same CONNECT before the cases: at a limit of " \
                          "connections? try fewer --jobs)"
@@ -168,9 +168,9 @@ class Engine:
         self.run_id = uuid.uuid4().hex[:8]
         #: what the run's results keep of their transcripts, in all (octets)
         self.kept = Budget(transcripts)
-        #: version -> why the broker refused the session there, when it refused it at
+        #: version -> the setup case the broker refused there, when it refused it at
         #: every version (see `sessions`)
-        self.refused: dict[str, str] = {}
+        self.refused: dict[str, CaseResult] = {}
         #: the versions at which it served the session
         self.served: set[str] = set()
 
@@ -187,10 +187,10 @@ class Engine:
         at every one, the settings or the broker's state are at fault and no case can check
         its statement (`refused`); refused at some only, the broker breaks a rule there (a
         1.0 CONNECT answered as 1.2, say)."""
-        async def refusal(version: str) -> str:
+        async def refusal(version: str) -> CaseResult | None:
             result, _ = await run_case(SESSION, version, self.target,
                                        timeout=self.case_timeout, run_id=self.run_id)
-            return f"STOMP {version}: {result.message}" if result.setup_refused else ""
+            return result if result.setup_refused else None
 
         chosen = list(self.target.profile.versions)
         answers = await asyncio.gather(*map(refusal, chosen))
@@ -252,9 +252,10 @@ class Engine:
             async with slots:
                 if self.deadline is not None and time.monotonic() - started > self.deadline:
                     result = _unrun(case, version, Outcome.SKIPPED, "the run's deadline passed")
-                elif version in self.refused:
-                    result = _unrun(case, version, Outcome.ERROR, self.refused[version],
-                                    setup_refused=True)
+                elif (refused := self.refused.get(version)) is not None:
+                    result = _unrun(case, version, Outcome.ERROR,
+                                    f"STOMP {version}: {refused.message}",
+                                    setup_refused=refused.setup_refused)
                 else:
                     emit(CaseStarted(case, version))
                     result, seen = await run_case(case, version, self.target,

@@ -10,6 +10,15 @@ from typing import Any
 from conformance.wire.transcript import Record
 
 
+class Refusal(enum.StrEnum):
+    """How a broker refused the session a case needed."""
+
+    #: with ERROR or a close
+    ANSWERED = "answered"
+    #: by never answering CONNECT
+    SILENT = "silent"
+
+
 class Outcome(enum.StrEnum):
     #: every expectation met, every received frame valid
     PASSED = "passed"
@@ -71,8 +80,8 @@ class CaseResult:
     violations: list[str] = field(default_factory=list)
     deviation: str = ""
     #: an error because the broker refused the session the case needed (its settings,
-    #: not the statement checked)
-    setup_refused: bool = False
+    #: not the statement checked): how it refused
+    setup_refused: Refusal | None = None
 
     @property
     def key(self) -> tuple[str, str]:

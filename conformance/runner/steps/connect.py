@@ -6,6 +6,7 @@ from typing import Any
 
 from conformance.codec import Frame, encode_raw
 from conformance.runner.case_run import CaseRun, SetupRefused, StepFailed, heart_beat_pair
+from conformance.runner.results import Refusal
 from conformance.runner.steps.expectations import DEFAULT_WITHIN
 from conformance.spec.grammar import VERSIONS, parse_accept_version
 from conformance.wire.connection import Closed, Connection, Received, brief, describe
@@ -43,7 +44,8 @@ async def step_connect(run: CaseRun, args: dict[str, Any]) -> None:
             observed = describe(event, DEFAULT_WITHIN)
             if event is None:
                 raise SetupRefused("the broker accepted the connection but never answered "
-                                   f"CONNECT within {DEFAULT_WITHIN:g} s", observed)
+                                   f"CONNECT within {DEFAULT_WITHIN:g} s", observed,
+                                   Refusal.SILENT)
             raise SetupRefused(f"a CONNECT with the run's settings got {brief(event)}",
                                observed)
         raise StepFailed("CONNECTED", describe(event, DEFAULT_WITHIN))
