@@ -18,7 +18,7 @@ from conformance.probes.session import Failed, ProbeRun
 UNITS = {"header-count": "headers", "header-line": "octets", "body": "octets"}
 
 
-def _limit_frame(what: str, size: int, destination: str, receipt: str) -> bytes:
+def limit_frame(what: str, size: int, destination: str, receipt: str) -> bytes:
     """A SEND of `size`: that many headers in all, a header line of that many octets (no
     EOL), or a body of that many octets."""
     headers: list[tuple[str, str]] = [("destination", destination), ("receipt", receipt)]
@@ -47,7 +47,7 @@ async def _try_size(run: ProbeRun, what: str, size: int, destination: str,
     conn = await run.connected(patient=True)
     started = time.monotonic()
     try:
-        await conn.send(_limit_frame(what, size, destination, receipt))
+        await conn.send(limit_frame(what, size, destination, receipt))
         return await run.answer(conn, receipt), time.monotonic() - started
     finally:
         await conn.close(abort=True)

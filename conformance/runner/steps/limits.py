@@ -9,7 +9,8 @@ import asyncio
 import itertools
 from typing import Any
 
-from conformance.codec import Frame, encode_raw
+from conformance.codec import Frame
+from conformance.probes.limits import limit_frame
 from conformance.probes.search import Answer, find_limit
 from conformance.runner.case_run import CaseRun, StepFailed
 from conformance.runner.results import Outcome
@@ -17,37 +18,19 @@ from conformance.runner.steps.connect import step_connect
 from conformance.runner.steps.expectations import DEFAULT_WITHIN
 from conformance.wire.connection import Closed, describe
 
-#: The case format's names of the dimensions, as the probes name them.
-DIMENSIONS = {"headers": "header-count", "header-line": "header-line", "body": "body"}
-
-
-def _limit_frame(dimension: str, size: int, destination: str, receipt: str) -> bytes:
-    """A SEND with `size` headers besides destination and receipt, a header value of `size`
-    octets, or a body of `size` octets."""
-    headers: list[tuple[str, str] | bytes] = [("destination", destination), ("receipt", receipt)]
-    body = b""
-    if dimension == "header-count":
-        headers += [(f"x-{i}", "v") for i in range(size)]
-    elif dimension == "header-line":
-        headers.append(("x-long", "v" * size))
-    else:
-        body = b"b" * size
-    return encode_raw("SEND", headers, body, content_length=len(body) if body else None)
-
 
 async def step_probe_limit(run: CaseRun, args: dict[str, Any]) -> None:
     """Grow one dimension of a SEND until the broker refuses it, then bisect to within a
     tenth, each size on a fresh connection to a topic nobody subscribes to (a size accepted
     is dropped, not left queued)."""
     what, within = args["what"], args.get("within", DEFAULT_WITHIN)
-    dimension = DIMENSIONS[what]
-    unit = "headers" if dimension == "header-count" else "octets"
+    unit = "headers" if what == "header-count" else "octets"
     tries = itertools.count(1)
 
     async def attempt(size: int) -> Answer:
         n = next(tries)
-        refusal = await _attempt(run, f"probe-{what}-{n}", _limit_frame(
-            dimension, size, run.variables["topic"], f"p{n}"), f"{size} {unit}", within)
+        refusal = await _attempt(run, f"probe-{what}-{n}", limit_frame(
+            what, size, run.variables["topic"], f"p{n}"), f"{size} {unit}", within)
         return Answer(refusal or "")
 
     found = await find_limit(attempt, start=args.get("start", 64),
