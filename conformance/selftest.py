@@ -147,21 +147,25 @@ def planned_variant(case: Case) -> Variant:
 
 
 async def _run_against(cases: list[Case], chosen: Variant, *, jobs: int, timeout: float,
-                       faults: frozenset[str] = frozenset()) -> list[CaseResult]:
+                       faults: frozenset[str] = frozenset(),
+                       websocket: bool = False) -> list[CaseResult]:
     config = chosen.broker_config()
     config = replace(config, faults=config.faults | faults)
     profile = load_profile("reference")
-    async with embedded(config) as broker:
-        target = Target(parse_broker(f"127.0.0.1:{broker.port}"), profile,
+    async with embedded(config, websocket=websocket) as broker:
+        target = Target(parse_broker(broker.url(websocket=websocket)), profile,
                         login=chosen.login, passcode=chosen.passcode, host=chosen.vhost)
         return await Engine(target, jobs=jobs, case_timeout=timeout).run(cases)
 
 
 async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
-                   timeout: float = 30.0,
+                   timeout: float = 30.0, websocket: bool = False,
                    progress: Callable[[str], None] = lambda _: None) -> SelfTest:
-    progress(f"the catalogue against the reference broker ({len(cases)} cases)")
-    result = SelfTest(await _run_against(cases, VARIANTS[0], jobs=jobs, timeout=timeout))
+    """`websocket`: every run over STOMP over WebSocket instead of TCP."""
+    over = " over WebSocket" if websocket else ""
+    progress(f"the catalogue against the reference broker{over} ({len(cases)} cases)")
+    result = SelfTest(await _run_against(cases, VARIANTS[0], jobs=jobs, timeout=timeout,
+                                         websocket=websocket))
     #: (fault, variant name) -> the cases tried under that fault in that configuration
     plan: dict[tuple[str, str], list[Case]] = {}
     for case in cases:
@@ -175,7 +179,8 @@ async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
     async def one(fault: str, chosen: Variant, picked: list[Case]) -> None:
         async with slots:
             results = await _run_against(picked, chosen, faults=frozenset({fault}), jobs=jobs,
-                                         timeout=timeout) if picked else []
+                                         timeout=timeout, websocket=websocket) \
+                if picked else []
         row = result.matrix.setdefault(fault, {})
         for r in results:  # a case is as bad as its worst version
             row[r.id] = worst(row.get(r.id, Outcome.PASSED), r.outcome)

@@ -47,6 +47,10 @@ LIMITS: Final[dict[str, str]] = {
 class BrokerConfig:
     host: str = "127.0.0.1"
     port: int = 61613
+    #: also serve STOMP over WebSocket on this port (0: a free one; None: not at all), at
+    #: `ws_path` only
+    ws_port: int | None = None
+    ws_path: str = "/ws"
     versions: tuple[str, ...] = ("1.0", "1.1", "1.2")
     #: login -> passcode; None: no authentication (a CONNECT without login is refused
     #: when users are set, unless `v10_anonymous` lets a 1.0 one in)

@@ -111,10 +111,14 @@ class BrokerProtocol:
 
     def data_to_send(self) -> bytes:
         """What is to send, taken."""
-        data = b"".join(self.out)
-        self.out.clear()
+        return b"".join(self.frames_to_send())
+
+    def frames_to_send(self) -> list[bytes]:
+        """What is to send, taken, a frame's octets at a time (a WebSocket message each)."""
+        frames = self.out
+        self.out = []
         self.out_bytes = 0
-        return data
+        return frames
 
     def _emit(self, data: bytes) -> None:
         self.out.append(data)

@@ -1,4 +1,5 @@
-"""The reference broker: an asyncio STOMP 1.0-1.2 server built on the project's codec.
+"""The reference broker: an asyncio STOMP 1.0-1.2 server built on the project's codec,
+over TCP and, on a port of its own (`ws_port`), over WebSocket (websocket.py).
 The embedded default target of `stomp-conformance run`, and `stomp-conformance broker`.
 
 Bounds (what one broker holds at most, whatever clients send):
@@ -22,11 +23,13 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from conformance.broker.config import CHOICES, LIMITS, BrokerConfig
 from conformance.broker.destinations import Store
 from conformance.broker.faults import Faults
-from conformance.broker.session import Session
+from conformance.broker.session import Reader, Session, Writer
+from conformance.broker.websocket import accept
 
 __all__ = ["CHOICES", "LIMITS", "Broker", "BrokerConfig", "embedded"]
 
@@ -40,6 +43,7 @@ class Broker:
                            id_prefix="ID:reference:1:" if self.config.colon_ids else "m-")
         self.sessions: set[Session] = set()
         self.server: asyncio.Server | None = None
+        self.ws_server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -48,17 +52,54 @@ class Broker:
         port: int = self.server.sockets[0].getsockname()[1]
         return port
 
+    @property
+    def ws_port(self) -> int:
+        assert self.ws_server is not None, "the broker serves no WebSocket"
+        port: int = self.ws_server.sockets[0].getsockname()[1]
+        return port
+
+    def url(self, *, websocket: bool = False) -> str:
+        """Where a client reaches this broker: HOST:PORT, or ws://HOST:PORT/PATH."""
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        if websocket:
+            return f"ws://{host}:{self.ws_port}{self.config.ws_path}"
+        return f"{host}:{self.port}"
+
     async def start(self) -> None:
-        self.server = await asyncio.start_server(self._accept, self.config.host,
-                                                 self.config.port, reuse_address=True)
+        config = self.config
+        self.server = await asyncio.start_server(self._accept, config.host, config.port,
+                                                 reuse_address=True)
+        if config.ws_port is not None:
+            try:
+                self.ws_server = await asyncio.start_server(
+                    self._accept_ws, config.host, config.ws_port, reuse_address=True)
+            except BaseException:
+                self.server.close()
+                raise
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._admit(writer):
+            await self._serve(reader, writer)
+
+    async def _accept_ws(self, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> None:
+        """A WebSocket client: its upgrade answered, then the same session as over TCP."""
+        if not self._admit(writer):
+            return
+        stream = await accept(reader, writer, self.config.ws_path, self.config.connect_timeout)
+        if stream is not None:
+            await self._serve(stream, stream)
+
+    def _admit(self, writer: asyncio.StreamWriter) -> bool:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if len(self.sessions) >= self.config.max_connections:
             writer.close()
-            return
+            return False
+        return True
+
+    async def _serve(self, reader: Reader, writer: Writer) -> None:
         session = Session(self.config, self.faults, self.store, reader, writer,
                           self.sessions)
         self.sessions.add(session)
@@ -73,11 +114,15 @@ class Broker:
     async def stop(self) -> None:
         if self.server is not None:
             self.server.close()
+            if self.ws_server is not None:
+                self.ws_server.close()
             for session in list(self.sessions):
                 session.shut()
             if self._tasks:  # let every session end its own way: requeue, abort, close
                 await asyncio.wait(self._tasks, timeout=5)
             await self.server.wait_closed()
+            if self.ws_server is not None:
+                await self.ws_server.wait_closed()
 
     async def serve_forever(self) -> None:
         assert self.server is not None
@@ -86,9 +131,14 @@ class Broker:
 
 
 @contextlib.asynccontextmanager
-async def embedded(config: BrokerConfig | None = None) -> AsyncIterator[Broker]:
-    """A broker on a free loopback port for the duration of the block."""
-    broker = Broker(config or BrokerConfig(port=0))
+async def embedded(config: BrokerConfig | None = None, *,
+                   websocket: bool = False) -> AsyncIterator[Broker]:
+    """A broker on a free loopback port for the duration of the block; `websocket`: on a
+    second free port for WebSocket too (`url(websocket=True)`)."""
+    config = config or BrokerConfig(port=0)
+    if websocket and config.ws_port is None:
+        config = replace(config, ws_port=0)
+    broker = Broker(config)
     await broker.start()
     try:
         yield broker

@@ -2,15 +2,17 @@
 idle and heart-beat timeouts, writing (what one pass of the event loop makes goes out in
 one send), the write high-water mark, the broker's heart-beats, and the linger before
 closing. What is read and what is written is the protocol's business (protocol.py); a
-Session is also the Consumer of its connection's subscriptions in the Store."""
+Session is also the Consumer of its connection's subscriptions in the Store. It reads and
+writes asyncio streams over TCP, or websocket.py's framing layer (`Reader`, `Writer`): the
+same session either way."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import time
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Coroutine, Iterable
+from typing import Any, Protocol
 
 from conformance.broker.config import BrokerConfig
 from conformance.broker.destinations import Message, Store, Subscription
@@ -24,9 +26,37 @@ LINGER_SECONDS = 2.0
 LINGER_OCTETS = 1 << 20
 
 
+class Reader(Protocol):
+    """What a session reads from: an asyncio.StreamReader, or a WebSocket's messages."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+class Writer(Protocol):
+    """What a session writes to: an asyncio.StreamWriter, or WebSocket messages (each
+    `write`, and each of `writelines`, one message)."""
+
+    @property
+    def transport(self) -> asyncio.WriteTransport: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def writelines(self, data: Iterable[bytes]) -> None: ...
+
+    def is_closing(self) -> bool: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def can_write_eof(self) -> bool: ...
+
+    def write_eof(self) -> None: ...
+
+
 class Session:
     def __init__(self, config: BrokerConfig, faults: Faults, store: Store,
-                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 reader: Reader, writer: Writer,
                  sessions: set[Session]) -> None:
         """`sessions`: the broker's open sessions, this one among them until it ends."""
         self.config = config
@@ -58,9 +88,9 @@ class Session:
     def _flush(self) -> None:
         self._flush_due = False
         if self.protocol.out:
-            data = self.protocol.data_to_send()
-            if not self.writer.is_closing():
-                self.writer.write(data)
+            frames = self.protocol.frames_to_send()
+            if not self.writer.is_closing():  # over TCP, in one send
+                self.writer.writelines(frames)
 
     def deliver(self, subscription: Subscription, message: Message) -> None:
         protocol = self.protocol

@@ -21,6 +21,9 @@ def add(verbs: Verbs) -> None:
                               description="Serve the reference STOMP broker until interrupted.")
     broker.add_argument("--host", default="127.0.0.1", help="address to listen on")
     broker.add_argument("--port", type=int, default=61613, help="port (0: any free port)")
+    broker.add_argument("--ws-port", type=int, metavar="PORT",
+                        help="also serve STOMP over WebSocket on this port, at /ws (0: any "
+                             "free port; default: no WebSocket)")
     broker.add_argument("--login", help="require this login (with --passcode)")
     broker.add_argument("--passcode", help="the passcode of --login")
     broker.add_argument("--v10-anonymous", action="store_true",
@@ -71,7 +74,8 @@ def broker_command(args: argparse.Namespace) -> Exit:
         users = {args.login: args.passcode or ""}
     try:
         config = BrokerConfig(
-            host=args.host, port=args.port, users=users, v10_anonymous=args.v10_anonymous,
+            host=args.host, port=args.port, ws_port=args.ws_port, users=users,
+            v10_anonymous=args.v10_anonymous,
             vhosts=tuple(dict.fromkeys(args.vhost)) if args.vhost else None,
             unknown_vhost=args.unknown_vhost, heartbeat=args.heartbeat, nack=args.nack,
             unknown_command=args.unknown_command, minimal_connected=args.minimal_connected,
@@ -85,10 +89,13 @@ def broker_command(args: argparse.Namespace) -> Exit:
         try:
             await broker.start()
         except OSError as error:
-            raise HarnessError(f"cannot listen on {config.host}:{config.port}: "
+            ports = f"{config.port}" if config.ws_port is None else \
+                f"{config.port} or {config.ws_port}"
+            raise HarnessError(f"cannot listen on {config.host}:{ports}: "
                                f"{error.strerror or error}") from None
         faults = f" with faults {', '.join(sorted(config.faults))}" if config.faults else ""
-        print(f"stomp-conformance broker listening on {config.host}:{broker.port}{faults}",
+        ws = "" if config.ws_port is None else f" and {broker.url(websocket=True)}"
+        print(f"stomp-conformance broker listening on {config.host}:{broker.port}{ws}{faults}",
               file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -39,8 +39,13 @@ def add(verbs: Verbs) -> None:
                            usage="%(prog)s [--broker URL] [--profile NAME] [--cases PATH] "
                                  "[reports] [selection] [options] (see --help)")
     run.add_argument("--broker", metavar="URL",
-                     help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT (default: "
-                          "the reference broker, started in this process)")
+                     help="HOST:PORT, stomp://HOST:PORT, stomp+ssl://HOST:PORT, "
+                          "ws://HOST:PORT/PATH or wss://HOST:PORT/PATH (default: the "
+                          "reference broker, started in this process)")
+    run.add_argument("--transport", choices=("tcp", "ws"),
+                     help="how to reach the reference broker started in this process: TCP "
+                          "(default) or STOMP over WebSocket (with --broker, the URL's "
+                          "scheme says)")
     session_flags(run, "reference")
     run.add_argument("--jobs", type=positive, default=8, help="cases run at once (default 8)")
     run.add_argument("--timeout", type=seconds, default=30.0,
@@ -82,6 +87,11 @@ def run_command(args: argparse.Namespace) -> Exit:
         profile = load_profile(args.profile)
     except (ValueError, ProfileError) as error:
         return fail(Exit.USAGE, str(error))
+    if address is not None and args.transport is not None and \
+            address.websocket != (args.transport == "ws"):
+        return fail(Exit.USAGE, f"--transport {args.transport} contradicts --broker "
+                                f"{address.display}: the URL's scheme chooses the transport")
+    websocket = args.transport == "ws"
     tls = tls_options(args, address)
     cases = chosen_cases(args)
     if not cases:
@@ -104,8 +114,8 @@ def run_command(args: argparse.Namespace) -> Exit:
     async def run() -> list[CaseResult]:
         if address is not None:
             return await go(address)
-        async with embedded() as broker:  # the reference broker, in this process
-            return await go(parse_broker(f"127.0.0.1:{broker.port}"))
+        async with embedded(websocket=websocket) as broker:  # the reference broker, here
+            return await go(parse_broker(broker.url(websocket=websocket)))
 
     async def go(where: BrokerAddress) -> list[CaseResult]:
         target = Target(where, profile, tls=tls, login=args.login, passcode=args.passcode,

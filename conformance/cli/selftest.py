@@ -29,6 +29,9 @@ def add(verbs: Verbs) -> None:
                        help="every case under every fault (default: the faults each case's "
                             "fault:NAME tags name)")
     check.add_argument("--jobs", type=positive, default=8)
+    check.add_argument("--transport", choices=("tcp", "ws"), default="tcp",
+                       help="reach the reference broker over TCP or STOMP over WebSocket "
+                            "(default tcp)")
     check.add_argument("--variants", action="store_true",
                        help="instead: run the catalogue against the reference broker under "
                             "each of its legal configurations (every case must pass, be "
@@ -54,6 +57,7 @@ def selftest_command(args: argparse.Namespace) -> Exit:
     cases = chosen_cases(args)
     console = make_console(stderr=True)
     result = asyncio.run(selftest(cases, full=args.full, jobs=args.jobs,
+                                  websocket=args.transport == "ws",
                                   progress=lambda text: console.print(Text(text, style="dim"))))
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)

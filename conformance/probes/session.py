@@ -15,7 +15,7 @@ from conformance.wire.connection import Closed, Connection, brief
 from conformance.wire.handshake import connect_frame
 from conformance.wire.target import Target
 from conformance.wire.transcript import Transcript
-from conformance.wire.transport import TransportError, open_transport
+from conformance.wire.transport import TransportError
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,7 @@ class ProbeRun:
     async def open(self, name: str = "probe") -> Connection:
         target = self.target
         try:
-            transport = await open_transport(target.address, tls=target.tls,
-                                             timeout=self.options.within)
+            transport = await target.open(timeout=self.options.within)
         except TransportError as error:
             raise Failed(str(error)) from None
         self.transcript = Transcript(head=32 << 10, tail=32 << 10)  # the last connection's

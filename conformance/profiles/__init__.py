@@ -31,6 +31,16 @@ SCHEMA: dict[str, Any] = {
             "properties": {"queue": {"type": "string", "pattern": "\\{name\\}"},
                            "topic": {"type": "string", "pattern": "\\{name\\}"}},
         },
+        "websocket": {
+            "description": "over ws:// and wss://: the subprotocols to offer (default "
+                           "v12.stomp, v11.stomp, v10.stomp; [] offers none) and the path "
+                           "when the address gives none",
+            "type": "object", "additionalProperties": False,
+            "properties": {"subprotocols": {"type": "array", "uniqueItems": True,
+                                            "items": {"type": "string", "minLength": 1,
+                                                      "pattern": "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"}},
+                           "path": {"type": "string", "pattern": "^/"}},
+        },
         "capabilities": {
             "type": "object",
             "properties": {"versions": {"type": "array",
@@ -80,6 +90,10 @@ class Profile:
     versions: tuple[str, ...] = ("1.0", "1.1", "1.2")
     capabilities: dict[str, bool | int] = field(default_factory=dict)
     deviations: dict[str, Deviation] = field(default_factory=dict)
+    #: over WebSocket: the subprotocols to offer (None: the transport's default), and the
+    #: path used when the address gives none
+    subprotocols: tuple[str, ...] | None = None
+    websocket_path: str | None = None
 
     def deviation(self, case_id: str, version: str) -> Deviation | None:
         """The deviation declared for a case at one version (key `ID@VERSION`), else for
@@ -133,6 +147,8 @@ def _profile(data: dict[str, Any]) -> Profile:
     capabilities = dict(data.get("capabilities", {}))
     versions = tuple(capabilities.pop("versions", ("1.0", "1.1", "1.2")))
     destinations = data.get("destinations", {})
+    websocket = data.get("websocket", {})
+    subprotocols = websocket.get("subprotocols")
     return Profile(
         name=data["name"], description=data.get("description", ""), host=data.get("host"),
         login=login, passcode=passcode,
@@ -140,4 +156,6 @@ def _profile(data: dict[str, Any]) -> Profile:
         topic=destinations.get("topic", "/topic/{name}"),
         versions=versions, capabilities=capabilities,
         deviations={k: Deviation(**v) for k, v in data.get("deviations", {}).items()},
+        subprotocols=None if subprotocols is None else tuple(subprotocols),
+        websocket_path=websocket.get("path"),
     )

@@ -17,7 +17,7 @@ from conformance.spec.grammar import HEART_BEAT
 from conformance.wire.connection import Connection
 from conformance.wire.target import Target
 from conformance.wire.transcript import Record, Transcript
-from conformance.wire.transport import TransportError, open_transport
+from conformance.wire.transport import TransportError
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
@@ -91,7 +91,7 @@ class CaseRun:
         if name in self.connections:
             raise CaseError(f"connection {name!r} is already open")
         try:
-            transport = await open_transport(self.target.address, tls=self.target.tls)
+            transport = await self.target.open()
         except TransportError as error:
             raise CaseError(str(error)) from None
         self.transcript.add(Record(self.clock(), "note", name, note=f"open {transport.peer}"))

@@ -35,7 +35,7 @@ from conformance.scenario.loader import load_file
 from conformance.spec.grammar import VERSIONS
 from conformance.wire.target import HarnessError, Target
 from conformance.wire.transcript import Budget, Transcript
-from conformance.wire.transport import TransportError, open_transport
+from conformance.wire.transport import TransportError
 
 
 async def execute(run: CaseRun) -> None:
@@ -177,7 +177,7 @@ class Engine:
     async def preflight(self) -> None:
         """Fail fast, with one line, when the broker cannot be reached at all."""
         try:
-            transport = await open_transport(self.target.address, tls=self.target.tls)
+            transport = await self.target.open()
         except TransportError as error:
             raise HarnessError(str(error)) from None
         await transport.close()

@@ -89,7 +89,14 @@ class Connection:
         self._queued = 0  # octets of the frames in the queue
         self._arrived = asyncio.Event()
         self.closed: Closed | None = None
+        self._noted()  # the WebSocket handshake, over WebSocket
         self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    def _noted(self) -> None:
+        """The transport's notes (WebSocket messages, pings, closes; none over TCP) into the
+        transcript."""
+        for note in self.transport.take_notes():
+            self.transcript.add(Record(self.clock(), "note", self.name, note=note))
 
     def set_version(self, version: str) -> None:
         self.version = version
@@ -99,6 +106,7 @@ class Connection:
         try:
             while True:
                 data = await self.transport.receive()
+                self._noted()
                 if not data:
                     self._close("the broker closed the connection")
                     return
@@ -121,6 +129,7 @@ class Connection:
                     return
                 self._arrived.set()
         except TransportError as error:
+            self._noted()
             self._close(str(error))
         except asyncio.CancelledError:
             raise
@@ -143,6 +152,7 @@ class Connection:
             self.transcript.add(Record(self.clock(), "out", self.name, piece))
             try:
                 await self.transport.send(piece)
+                self._noted()
             except TransportError as error:
                 # The broker closed or reset mid-send: what it did is for the next
                 # expectation to judge, not a harness failure.

@@ -5,12 +5,12 @@ the run's settings (credentials, virtual host) with their one order of precedenc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from conformance.profiles import Profile
 from conformance.spec.grammar import Version
-from conformance.wire.transport import BrokerAddress, TlsOptions
+from conformance.wire.transport import BrokerAddress, TlsOptions, Transport, open_transport
 
 
 class HarnessError(Exception):
@@ -49,3 +49,18 @@ class Target:
     @property
     def versions(self) -> tuple[Version, ...]:
         return self.chosen or cast(tuple[Version, ...], self.profile.versions)
+
+    @property
+    def endpoint(self) -> BrokerAddress:
+        """The address connected to: over WebSocket, the profile's path when the address
+        gives none (only '/')."""
+        path = self.profile.websocket_path
+        if self.address.websocket and path and self.address.path == "/":
+            return replace(self.address, path=path)
+        return self.address
+
+    async def open(self, timeout: float = 10.0) -> Transport:
+        """A transport to the broker (`open_transport` with the TLS options, and over
+        WebSocket the profile's subprotocols and path)."""
+        return await open_transport(self.endpoint, tls=self.tls, timeout=timeout,
+                                    subprotocols=self.profile.subprotocols)

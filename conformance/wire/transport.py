@@ -1,5 +1,7 @@
-"""Byte streams to a broker: where it is (`parse_broker`), how to reach it (`open_transport`,
-TCP with optional TLS), bytes in and out (`Transport`); the codec parses what arrives.
+"""Byte streams to a broker: where it is (`parse_broker`), how to reach it (`open_transport`:
+TCP with optional TLS, and WebSocket over them through websocket.py), bytes in and out
+(`Transport`, in stream.py with the errors, all re-exported here); the codec parses what
+arrives.
 
 Every failure is a `TransportError` with a one-line message fit to show a user (no OSError,
 ssl.SSLError or TimeoutError escapes), and no passcode is ever in a str, repr or message."""
@@ -14,10 +16,22 @@ import re
 import socket
 import ssl
 import struct
-from abc import ABC, abstractmethod
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 from urllib.parse import unquote
+
+from conformance.wire.stream import CannotResolve as CannotResolve
+from conformance.wire.stream import ConnectError as ConnectError
+from conformance.wire.stream import ConnectionRefused as ConnectionRefused
+from conformance.wire.stream import ConnectTimeout as ConnectTimeout
+from conformance.wire.stream import TlsHandshakeError as TlsHandshakeError
+from conformance.wire.stream import Transport as Transport
+from conformance.wire.stream import TransportClosed as TransportClosed
+from conformance.wire.stream import TransportError as TransportError
+from conformance.wire.stream import WebSocketRefused as WebSocketRefused
+from conformance.wire.websocket import DEFAULT_SUBPROTOCOLS, MessageType, upgrade
 
 DEFAULT_PORT = 61613
 SCHEMES = ("stomp", "stomp+ssl", "stomp+tls", "ws", "wss")
@@ -25,34 +39,6 @@ _FORM = "expected HOST[:PORT], [IPV6][:PORT] or SCHEME://HOST[:PORT], SCHEME one
     ", ".join(SCHEMES))
 _HOST_PORT = re.compile(r"(?:\[(?P<ipv6>[^\]]*)\]|(?P<host>[\w.-]+))(?::(?P<port>.*))?")
 _CLOSE_TIMEOUT = 5.0  # for a TLS peer's close_notify; then the connection is dropped
-
-
-class TransportError(Exception):
-    """Base of this module's errors; the message is one line fit to show a user."""
-
-
-class TransportClosed(TransportError):
-    """The connection was reset or aborted, or this side had already closed it."""
-
-
-class ConnectError(TransportError):
-    """The broker could not be reached."""
-
-
-class CannotResolve(ConnectError):
-    pass
-
-
-class ConnectionRefused(ConnectError):
-    pass
-
-
-class ConnectTimeout(ConnectError):
-    pass
-
-
-class TlsHandshakeError(ConnectError):
-    pass
 
 
 @dataclass(frozen=True, repr=False)
@@ -211,38 +197,6 @@ def ssl_context(options: TlsOptions) -> ssl.SSLContext:
     return context
 
 
-class Transport(ABC):
-    """A connected byte stream to a broker. TCP today; a WebSocket transport implements the
-    same members and the runner does not change."""
-
-    @abstractmethod
-    async def send(self, data: bytes) -> None:
-        """Write `data`, waiting while the outgoing buffer is full. Raises TransportClosed."""
-
-    @abstractmethod
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        """Up to max_bytes as soon as any arrive; b"" once the peer closed cleanly. Raises
-        TransportClosed for a reset or aborted connection, after the bytes that came first."""
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Close gracefully. Idempotent; never raises."""
-
-    @abstractmethod
-    async def abort(self) -> None:
-        """Drop the connection at once with a TCP RST, as a crashed client would. Idempotent."""
-
-    @property
-    @abstractmethod
-    def closed(self) -> bool:
-        """True once this side closed or aborted, or the connection was lost."""
-
-    @property
-    @abstractmethod
-    def peer(self) -> str:
-        """The broker's HOST:PORT, printable: no credentials."""
-
-
 class _Reader(asyncio.StreamReader):
     """Hands out the bytes that arrived before a reset, then reports it: the stock reader
     raises at once and drops them, such as the ERROR frame a broker sent before a reset."""
@@ -321,13 +275,25 @@ class TcpTransport(Transport):
 
 
 async def open_transport(address: BrokerAddress, *, tls: TlsOptions | None = None,
-                         timeout: float = 10.0) -> Transport:
+                         timeout: float = 10.0, subprotocols: Sequence[str] | None = None,
+                         message_type: MessageType = "auto") -> Transport:
     """A transport connected to `address` within `timeout` seconds: TCP, with TLS when `tls`
-    is given or the scheme asks for it (then TlsOptions() by default). Raises a ConnectError
-    when the broker cannot be reached, a TransportError for WebSocket or a bad TLS file."""
-    if address.websocket:
-        raise TransportError(f"cannot connect to {address.display}: the WebSocket transport "
-                             "is not supported yet; use stomp:// or stomp+ssl://")
+    is given or the scheme asks for it (then TlsOptions() by default); for ws:// and wss://,
+    WebSocket over them, offering `subprotocols` (default v12.stomp, v11.stomp, v10.stomp)
+    and sending each `send` as one message of `message_type`. Raises a ConnectError when the
+    broker cannot be reached or refuses the upgrade, a TransportError for a bad TLS file."""
+    if not address.websocket:
+        return await _open_tcp(address, tls, timeout)
+    started = time.monotonic()
+    lower = await _open_tcp(address, tls, timeout)
+    left = max(timeout - (time.monotonic() - started), 0.001)
+    offered = DEFAULT_SUBPROTOCOLS if subprotocols is None else tuple(subprotocols)
+    return await upgrade(lower, address.hostport, address.path or "/", subprotocols=offered,
+                         message_type=message_type, timeout=left)
+
+
+async def _open_tcp(address: BrokerAddress, tls: TlsOptions | None,
+                    timeout: float) -> TcpTransport:
     tls = tls or (TlsOptions() if address.tls else None)
     context = ssl_context(tls) if tls is not None else None
     where, loop = address.hostport, asyncio.get_running_loop()

@@ -41,7 +41,6 @@ from conformance.wire.target import Target
 from conformance.wire.transport import (
     Transport,
     TransportError,
-    open_transport,
 )
 
 #: What a broker may send per input: small frames, a bounded record of the bytes.
@@ -385,8 +384,7 @@ class Oracle:
 
     async def _open(self) -> Transport:
         try:
-            return await open_transport(self.target.address, tls=self.target.tls,
-                                        timeout=self.deadline)
+            return await self.target.open(timeout=self.deadline)
         except TransportError as error:  # a refused connect, a TLS file: the same every time
             raise Unreachable(str(error)) from None
 

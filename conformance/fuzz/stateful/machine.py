@@ -32,7 +32,7 @@ from conformance.fuzz.stateful.harness import Runner
 from conformance.spec.session import MODES, Message, Problem
 from conformance.wire.connection import Closed, Connection, brief
 from conformance.wire.handshake import connect_frame
-from conformance.wire.transport import TransportError, open_transport
+from conformance.wire.transport import TransportError
 
 T = TypeVar("T")
 SLOTS = ("a", "b")
@@ -175,8 +175,7 @@ class SessionMachine(Checking):
         name = f"{slot}{self.opened[slot]}" if slot != DRAIN else DRAIN
         target = self.runner.target
         try:
-            transport = await open_transport(target.address, tls=target.tls,
-                                             timeout=self.options.within * 2)
+            transport = await target.open(timeout=self.options.within * 2)
         except TransportError as error:
             self._problem(Problem("unreachable", ("connecting.connected-response",),
                                   f"a new connection failed: {error}", slot))

@@ -1,0 +1,183 @@
+"""The reference broker's WebSocket side: `accept` answers the HTTP upgrade, and
+`WebSocketStream` is the framing layer between the socket and a Session (it is both the
+session's Reader and its Writer), so STOMP over WebSocket runs through the same session and
+protocol as over TCP, faults and all. Framing is wsproto's (sans-IO).
+
+Negotiation: the broker serves `ws_path` only (404 elsewhere) and picks the newest STOMP
+subprotocol the client offers (v12.stomp, then v11.stomp, then v10.stomp). A client that
+offers none is refused with 400: STOMP over WebSocket is always negotiated (RabbitMQ,
+ActiveMQ and the browser clients all offer the subprotocols), so a client offering none is
+not speaking it, and refusing says so at the handshake rather than at the first frame.
+The subprotocol does not choose the STOMP version: CONNECT's accept-version does.
+
+Reading: the bytes of text and binary messages alike, in order (a frame may span messages,
+and a message hold several frames); pings are answered; the client's close is answered and
+is the end of input. Writing: each frame one message (text when valid UTF-8, else binary),
+a heart-beat EOL too; `write_eof` is the broker's close (code 1000)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable
+
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Event,
+    Message,
+    Ping,
+    RejectConnection,
+    RejectData,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import ProtocolError
+
+from conformance.wire.websocket import STOMP_SUBPROTOCOLS, is_text
+
+_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n"
+                b"content-length: 41\r\nconnection: close\r\n\r\n"
+                b"expected a WebSocket upgrade (STOMP) here")
+
+
+def choose(offered: Iterable[str]) -> str | None:
+    """The newest STOMP subprotocol among those offered, or None."""
+    offers = set(offered)
+    return next((name for name in STOMP_SUBPROTOCOLS if name in offers), None)
+
+
+class WebSocketStream:
+    """A session's Reader and Writer over an accepted WebSocket."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 ws: WSConnection, subprotocol: str) -> None:
+        self._reader, self._writer, self._ws = reader, writer, ws
+        self.subprotocol = subprotocol
+        self._inbox: deque[bytes] = deque()
+        self._ended = False
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to `n` octets of the messages received (any, when n < 0); b"" at the end."""
+        while not self._inbox:
+            if self._ended:
+                return b""
+            data = await self._reader.read(65536)
+            if not data:
+                self._ended = True
+                return b""
+            self._ws.receive_data(data)
+            self._handle(self._ws.events())
+        data = self._inbox.popleft()
+        if 0 <= n < len(data):
+            self._inbox.appendleft(data[n:])
+            data = data[:n]
+        return data
+
+    def _handle(self, events: Iterable[Event]) -> None:
+        for event in events:
+            if isinstance(event, Message):
+                data = event.data.encode("utf-8") if isinstance(event.data, str) \
+                    else bytes(event.data)
+                if data:
+                    self._inbox.append(data)
+            elif isinstance(event, Ping):
+                self._send(event.response())
+            elif isinstance(event, CloseConnection):
+                # the client's close, answered; or its broken framing (wsproto's close code)
+                self._send(event.response() if self._ws.state is
+                           ConnectionState.REMOTE_CLOSING else event)
+                self._ended = True
+
+    def _send(self, event: Event) -> None:
+        if self._writer.is_closing():
+            return
+        try:
+            self._writer.write(self._ws.send(event))
+        except ProtocolError:  # the connection is closing: nothing more can go
+            pass
+
+    # -- writing ------------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> asyncio.WriteTransport:
+        return self._writer.transport
+
+    def write(self, data: bytes) -> None:
+        self.writelines([data])
+
+    def writelines(self, data: Iterable[bytes]) -> None:
+        """Each item one message, all in one write."""
+        if self._ws.state is not ConnectionState.OPEN or self._writer.is_closing():
+            return
+        wire = b"".join(self._ws.send(TextMessage(item.decode("utf-8")) if is_text(item)
+                                      else BytesMessage(item)) for item in data if item)
+        if wire:
+            self._writer.write(wire)
+
+    def is_closing(self) -> bool:
+        return self._writer.is_closing()
+
+    async def drain(self) -> None:
+        await self._writer.drain()
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        """The broker's close: the client answers it, which ends reading."""
+        if self._ws.state is ConnectionState.OPEN:
+            self._send(CloseConnection(1000))
+
+    def close(self) -> None:
+        self.write_eof()
+        self._writer.close()
+
+
+async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str,
+                 timeout: float) -> WebSocketStream | None:
+    """The server's side of the upgrade within `timeout` seconds: a stream once accepted,
+    None once refused (with 400 or 404) or given up (the connection is then closed)."""
+    ws = WSConnection(ConnectionType.SERVER)
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                ws.receive_data(data)
+                request = next((e for e in ws.events() if isinstance(e, Request)), None)
+                if request is not None:
+                    return _answer(reader, writer, ws, request, path)
+    except ProtocolError:  # not an HTTP upgrade request
+        writer.write(_BAD_REQUEST)
+    except (TimeoutError, ConnectionError, OSError):
+        pass
+    writer.close()
+    return None
+
+
+def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ws: WSConnection,
+            request: Request, path: str) -> WebSocketStream | None:
+    target = request.target.partition("?")[0]
+    subprotocol = choose(request.subprotocols)
+    if target != path:
+        status, text = 404, f"no STOMP endpoint at {target}: it is at {path}"
+    elif subprotocol is None:
+        status, text = 400, ("no STOMP subprotocol offered: offer v12.stomp, v11.stomp or "
+                             "v10.stomp")
+    else:
+        writer.write(ws.send(AcceptConnection(subprotocol=subprotocol)))
+        return WebSocketStream(reader, writer, ws, subprotocol)
+    body = text.encode("utf-8")
+    writer.write(ws.send(RejectConnection(status_code=status, has_body=True, headers=[
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode())])))
+    writer.write(ws.send(RejectData(data=body, body_finished=True)))
+    writer.close()
+    return None
