@@ -52,7 +52,7 @@ class ReportWriter:
             # One dict for the three: scrubbing a run's transcripts is not free.
             report = report_json(event.results, target=target, server=event.server,
                                  duration=event.duration, tool_version=self.tool_version,
-                                 strict=self.strict)
+                                 strict=self.strict, subprotocol=event.subprotocol)
         if self.json_path is not None:
             self._write(self.json_path, chunks(report))
         if self.junit_path is not None:

@@ -39,9 +39,11 @@ def _by_version(results: list[CaseResult]) -> dict[str, dict[str, dict[str, int]
 
 
 def report_json(results: list[CaseResult], *, target: Target, server: dict[str, str],
-                duration: float, tool_version: str, strict: bool = False) -> dict[str, Any]:
+                duration: float, tool_version: str, strict: bool = False,
+                subprotocol: str | None = None) -> dict[str, Any]:
     """The report as a JSON-ready dict, with the target's passcode scrubbed out; `strict`
-    says the run graded known deviations as what they are (`run --strict`)."""
+    says the run graded known deviations as what they are (`run --strict`); `subprotocol`:
+    the one the broker accepted over WebSocket (None over TCP: no field)."""
     clean = scrub(results, target)
     header = server.get("server")
     summary = summarise(clean)
@@ -57,6 +59,7 @@ def report_json(results: list[CaseResult], *, target: Target, server: dict[str, 
             "profile": target.profile.name,
             "server": None if header is None else Scrubber(target.credentials[1]).text(header),
             "versions": sorted({r.version for r in clean if r.outcome not in NOT_RUN}),
+            **({} if subprotocol is None else {"subprotocol": subprotocol}),
         },
         "summary": summary,
         "cases": [r.to_json() for r in clean],

@@ -173,6 +173,7 @@ class Engine:
         self.refused: dict[str, CaseResult] = {}
         #: the versions at which it served the session
         self.served: set[str] = set()
+        self.subprotocol: str | None = None
 
     async def preflight(self) -> None:
         """Fail fast, with one line, when the broker cannot be reached at all."""
@@ -180,6 +181,8 @@ class Engine:
             transport = await self.target.open()
         except TransportError as error:
             raise HarnessError(str(error)) from None
+        #: over WebSocket, the subprotocol the broker accepted, for the reports
+        self.subprotocol = transport.subprotocol
         await transport.close()
 
     async def sessions(self) -> None:
@@ -272,5 +275,5 @@ class Engine:
 
         results = await asyncio.gather(*(one(c, v) for c, v in work))
         ordered = sorted(results, key=lambda r: r.key)
-        emit(RunFinished(ordered, time.monotonic() - started, server))
+        emit(RunFinished(ordered, time.monotonic() - started, server, self.subprotocol))
         return ordered

@@ -34,6 +34,8 @@ class RunFinished:
     duration: float
     #: headers of the broker's CONNECTED seen first (server, version, ...)
     server: dict[str, str]
+    #: over WebSocket: the subprotocol the broker accepted (None over TCP)
+    subprotocol: str | None = None
 
 
 #: One event of a run (the codec's `Event` and the connection's `Received` are what a
