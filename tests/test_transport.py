@@ -472,13 +472,16 @@ def test_tls_handshake_timeout() -> None:
     asyncio.run(main())
 
 
-def test_websocket_not_supported_yet() -> None:
-    for text in ("ws://127.0.0.1:15674/ws", f"wss://guest:{SECRET}@127.0.0.1/ws"):
-        with pytest.raises(TransportError) as caught:
+def test_websocket_addresses_are_reached_over_tcp_first() -> None:
+    """ws:// and wss:// open TCP (and TLS) as stomp:// does, so they fail the same way;
+    the WebSocket itself is tests/test_websocket.py's."""
+    port = free_port()
+    for text in (f"ws://127.0.0.1:{port}/ws", f"wss://guest:{SECRET}@127.0.0.1:{port}/ws"):
+        with pytest.raises(ConnectionRefused) as caught:
             asyncio.run(open_transport(parse_broker(text)))
         message = one_line(caught.value)
-        assert "WebSocket transport is not supported yet" in message
-        assert SECRET not in message and not isinstance(caught.value, ConnectError)
+        assert message == f"cannot connect to 127.0.0.1:{port}: connection refused"
+        assert SECRET not in message
 
 
 # -- TLS ----------------------------------------------------------------------------------

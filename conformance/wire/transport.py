@@ -288,8 +288,12 @@ async def open_transport(address: BrokerAddress, *, tls: TlsOptions | None = Non
     lower = await _open_tcp(address, tls, timeout)
     left = max(timeout - (time.monotonic() - started), 0.001)
     offered = DEFAULT_SUBPROTOCOLS if subprotocols is None else tuple(subprotocols)
-    return await upgrade(lower, address.hostport, address.path or "/", subprotocols=offered,
-                         message_type=message_type, timeout=left)
+    try:
+        return await upgrade(lower, address.hostport, address.path or "/",
+                             subprotocols=offered, message_type=message_type, timeout=left)
+    except ConnectTimeout:  # said with the time given for all of it
+        raise ConnectTimeout(f"WebSocket handshake with {address.hostport}: no answer within "
+                             f"{float(timeout)} s") from None
 
 
 async def _open_tcp(address: BrokerAddress, tls: TlsOptions | None,

@@ -277,7 +277,7 @@ async def _answer(lower: Transport, ws: WSConnection, where: str) -> AcceptConne
     while True:
         data = await lower.receive(65536)
         if not first_line:
-            first_line = data.partition(b"\r\n")[0]
+            first_line = data.partition(b"\n")[0].rstrip(b"\r")
         if not data:
             if refusal is not None:  # a body that ends with the connection
                 break
