@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
+import trustme
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, BytesMessage, Ping, Pong, Request, TextMessage
 
@@ -23,6 +26,8 @@ from conformance.scenario.loader import load_cases
 from conformance.wire.target import Target
 from conformance.wire.transport import (
     ConnectTimeout,
+    TlsHandshakeError,
+    TlsOptions,
     Transport,
     WebSocketRefused,
     open_transport,
@@ -59,8 +64,8 @@ async def ws_broker() -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[int]:
-    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+async def serve(handler: Handler, tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=tls)
     try:
         yield server.sockets[0].getsockname()[1]
     finally:
@@ -249,6 +254,29 @@ def test_a_handshake_nobody_answers_times_out() -> None:
                                      timeout=0.3)
             assert one_line(caught.value) == (f"WebSocket handshake with 127.0.0.1:{port}: "
                                               "no answer within 0.3 s")
+    asyncio.run(main())
+
+
+def test_wss_takes_the_tls_options_of_stomp_ssl(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await upgraded(reader, writer, "v12.stomp")
+            await reader.read()
+
+    async def main() -> None:
+        async with serve(handler, context) as port:
+            address = parse_broker(f"wss://127.0.0.1:{port}/ws")
+            transport = await open_transport(address, tls=TlsOptions(ca_file=str(ca_file)))
+            assert transport.subprotocol == "v12.stomp"
+            await transport.abort()
+            with pytest.raises(TlsHandshakeError):  # the system's CAs do not know this one
+                await open_transport(address)
     asyncio.run(main())
 
 
