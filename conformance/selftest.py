@@ -231,7 +231,7 @@ class Variants:
 
 
 async def selftest_variants(cases: list[Case], variants: Iterable[Variant], *, jobs: int = 8,
-                            timeout: float = 30.0, at_once: int = 2,
+                            timeout: float = 30.0, at_once: int = 2, websocket: bool = False,
                             progress: Callable[[str], None] = lambda _: None) -> Variants:
     """The catalogue against the reference broker under each variant, `at_once` brokers at
     a time (all in this process: more would only make timing cases race for one core)."""
@@ -241,7 +241,8 @@ async def selftest_variants(cases: list[Case], variants: Iterable[Variant], *, j
     async def one(configuration: Variant) -> VariantRun:
         async with slots:
             started = time.monotonic()
-            results = await _run_against(cases, configuration, jobs=jobs, timeout=timeout)
+            results = await _run_against(cases, configuration, jobs=jobs, timeout=timeout,
+                                         websocket=websocket)
             run = VariantRun(configuration, results, time.monotonic() - started)
         progress(f"variant {configuration.name}: {len(results)} case runs, {len(run.bad)} "
                  f"bad ({run.seconds:.0f} s)")

@@ -91,7 +91,7 @@ def _variants(args: argparse.Namespace) -> Exit:
     cases = chosen_cases(args)
     console = make_console(stderr=True)
     result = asyncio.run(selftest_variants(
-        cases, chosen, jobs=args.jobs, at_once=args.at_once,
+        cases, chosen, jobs=args.jobs, at_once=args.at_once, websocket=args.transport == "ws",
         progress=lambda text: console.print(Text(text, style="dim"))))
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
