@@ -145,6 +145,14 @@ def test_a_forced_message_type() -> None:
             assert (await frames(transport, 1))[0].command == "CONNECTED"
             assert "out binary message, 44 B" in transport.take_notes()
             await transport.close()
+            # text that is not UTF-8, sent as asked: the broker closes with 1007
+            transport = await open_transport(parse_broker(url), message_type="text")
+            assert isinstance(transport, WebSocketTransport)
+            await transport.send(b"CONNECT\naccept-version:1.2\nhost:\xff\n\n\x00")
+            async with asyncio.timeout(5):
+                assert await transport.receive() == b""
+            assert transport.close_code == 1007
+            await transport.close()
     asyncio.run(main())
 
 

@@ -228,7 +228,8 @@ def _client_frame(opcode: int, payload: bytes) -> bytes:
     else:
         head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, size)
     mask = os.urandom(4)
-    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    masks = (mask * (size // 4 + 1))[:size]
+    body = (int.from_bytes(payload, "big") ^ int.from_bytes(masks, "big")).to_bytes(size, "big")
     return head + mask + body
 
 
