@@ -15,18 +15,20 @@ from typing import cast
 import pytest
 import trustme
 
-from conformance.wire.transport import (
-    BrokerAddress,
+from conformance.wire.stream import (
     CannotResolve,
     ConnectError,
     ConnectionRefused,
     ConnectTimeout,
-    TcpTransport,
     TlsHandshakeError,
-    TlsOptions,
     Transport,
     TransportClosed,
     TransportError,
+)
+from conformance.wire.transport import (
+    BrokerAddress,
+    TcpTransport,
+    TlsOptions,
     is_loopback,
     open_transport,
     parse_broker,

@@ -23,16 +23,9 @@ from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
 from conformance.runner.events import RunEvent, RunFinished
 from conformance.scenario.loader import load_cases
+from conformance.wire.stream import ConnectTimeout, TlsHandshakeError, Transport, WebSocketRefused
 from conformance.wire.target import Target
-from conformance.wire.transport import (
-    ConnectTimeout,
-    TlsHandshakeError,
-    TlsOptions,
-    Transport,
-    WebSocketRefused,
-    open_transport,
-    parse_broker,
-)
+from conformance.wire.transport import TlsOptions, open_transport, parse_broker
 from conformance.wire.websocket import WebSocketTransport
 
 CONNECT = b"CONNECT\naccept-version:1.2\nhost:localhost\n\n\x00"

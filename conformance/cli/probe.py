@@ -20,8 +20,9 @@ from conformance.cli.options import Verbs, broker_flags, tls_options
 from conformance.probes import PROBES, Grade, ProbeOptions, ProbeResult, run_probes
 from conformance.profiles import ProfileError, load_profile
 from conformance.spec.grammar import VERSIONS
+from conformance.wire.stream import TransportError
 from conformance.wire.target import HarnessError, Target
-from conformance.wire.transport import TransportError, is_loopback, parse_broker
+from conformance.wire.transport import is_loopback, parse_broker
 
 _STYLE = {Grade.PASSED: "green", Grade.FAILED: "bold red", Grade.NON_STRICT: "yellow",
           Grade.FINDING: "magenta", Grade.INFORMATIONAL: "cyan"}

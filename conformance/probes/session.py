@@ -13,9 +13,9 @@ from conformance.spec import statement_id
 from conformance.spec.grammar import Version
 from conformance.wire.connection import Closed, Connection, brief
 from conformance.wire.handshake import connect_frame
+from conformance.wire.stream import TransportError
 from conformance.wire.target import Target
 from conformance.wire.transcript import Transcript
-from conformance.wire.transport import TransportError
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from conformance.runner.results import Outcome, Refusal
 from conformance.scenario import Case, Step
 from conformance.spec.grammar import HEART_BEAT
 from conformance.wire.connection import Connection
+from conformance.wire.stream import TransportError
 from conformance.wire.target import Target
 from conformance.wire.transcript import Record, Transcript
-from conformance.wire.transport import TransportError
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
 

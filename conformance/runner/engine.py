@@ -33,9 +33,9 @@ from conformance.runner.steps import STEPS
 from conformance.scenario import Case, Step
 from conformance.scenario.loader import load_file
 from conformance.spec.grammar import VERSIONS
+from conformance.wire.stream import TransportError
 from conformance.wire.target import HarnessError, Target
 from conformance.wire.transcript import Budget, Transcript
-from conformance.wire.transport import TransportError
 
 
 async def execute(run: CaseRun) -> None:

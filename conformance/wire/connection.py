@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable
 
 from conformance.codec import Frame, Heartbeat, Limits, Parser, StompError
+from conformance.wire.stream import Transport, TransportError
 from conformance.wire.transcript import Record, Transcript, octets
-from conformance.wire.transport import Transport, TransportError
 
 MAX_QUEUED = 500
 MAX_QUEUED_OCTETS = 1 << 20

@@ -10,7 +10,8 @@ from typing import cast
 
 from conformance.profiles import Profile
 from conformance.spec.grammar import Version
-from conformance.wire.transport import BrokerAddress, TlsOptions, Transport, open_transport
+from conformance.wire.stream import Transport
+from conformance.wire.transport import BrokerAddress, TlsOptions, open_transport
 
 
 class HarnessError(Exception):

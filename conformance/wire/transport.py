@@ -1,7 +1,6 @@
 """Byte streams to a broker: where it is (`parse_broker`), how to reach it (`open_transport`:
 TCP with optional TLS, and WebSocket over them through websocket.py), bytes in and out
-(`Transport`, in stream.py with the errors, all re-exported here); the codec parses what
-arrives.
+(`Transport`, in stream.py with the errors); the codec parses what arrives.
 
 Every failure is a `TransportError` with a one-line message fit to show a user (no OSError,
 ssl.SSLError or TimeoutError escapes), and no passcode is ever in a str, repr or message."""
@@ -22,15 +21,16 @@ from dataclasses import dataclass
 from typing import NoReturn
 from urllib.parse import unquote
 
-from conformance.wire.stream import CannotResolve as CannotResolve
-from conformance.wire.stream import ConnectError as ConnectError
-from conformance.wire.stream import ConnectionRefused as ConnectionRefused
-from conformance.wire.stream import ConnectTimeout as ConnectTimeout
-from conformance.wire.stream import TlsHandshakeError as TlsHandshakeError
-from conformance.wire.stream import Transport as Transport
-from conformance.wire.stream import TransportClosed as TransportClosed
-from conformance.wire.stream import TransportError as TransportError
-from conformance.wire.stream import WebSocketRefused as WebSocketRefused
+from conformance.wire.stream import (
+    CannotResolve,
+    ConnectError,
+    ConnectionRefused,
+    ConnectTimeout,
+    TlsHandshakeError,
+    Transport,
+    TransportClosed,
+    TransportError,
+)
 from conformance.wire.websocket import DEFAULT_SUBPROTOCOLS, MessageType, upgrade
 
 DEFAULT_PORT = 61613

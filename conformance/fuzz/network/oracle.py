@@ -37,11 +37,8 @@ from conformance.runner.results import BROKEN, Outcome
 from conformance.spec import catalogue, statement_id
 from conformance.spec.grammar import COMMANDS, VERSIONS, Version, parse_accept_version
 from conformance.wire.handshake import connect_frame
+from conformance.wire.stream import Transport, TransportError
 from conformance.wire.target import Target
-from conformance.wire.transport import (
-    Transport,
-    TransportError,
-)
 
 #: What a broker may send per input: small frames, a bounded record of the bytes.
 LIMITS = Limits(max_headers=1_000, max_header_line=64 * 1024, max_body=1 << 20,

@@ -32,7 +32,7 @@ from conformance.fuzz.stateful.harness import Runner
 from conformance.spec.session import MODES, Message, Problem
 from conformance.wire.connection import Closed, Connection, brief
 from conformance.wire.handshake import connect_frame
-from conformance.wire.transport import TransportError
+from conformance.wire.stream import TransportError
 
 T = TypeVar("T")
 SLOTS = ("a", "b")
