@@ -31,7 +31,7 @@ from conformance.wire.stream import (
     TransportClosed,
     TransportError,
 )
-from conformance.wire.websocket import DEFAULT_SUBPROTOCOLS, MessageType, upgrade
+from conformance.wire.websocket import STOMP_SUBPROTOCOLS, MessageType, upgrade
 
 DEFAULT_PORT = 61613
 SCHEMES = ("stomp", "stomp+ssl", "stomp+tls", "ws", "wss")
@@ -287,7 +287,7 @@ async def open_transport(address: BrokerAddress, *, tls: TlsOptions | None = Non
     started = time.monotonic()
     lower = await _open_tcp(address, tls, timeout)
     left = max(timeout - (time.monotonic() - started), 0.001)
-    offered = DEFAULT_SUBPROTOCOLS if subprotocols is None else tuple(subprotocols)
+    offered = STOMP_SUBPROTOCOLS if subprotocols is None else tuple(subprotocols)
     try:
         return await upgrade(lower, address.hostport, address.path or "/",
                              subprotocols=offered, message_type=message_type, timeout=left)

@@ -46,7 +46,6 @@ from conformance.wire.stream import (
 #: the STOMP subprotocols, newest first: what a client offers by default and the order in
 #: which a broker prefers them
 STOMP_SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp")
-DEFAULT_SUBPROTOCOLS = STOMP_SUBPROTOCOLS
 MessageType = Literal["auto", "text", "binary"]
 MESSAGE_TYPES: tuple[MessageType, ...] = ("auto", "text", "binary")
 _CLOSE_WAIT = 2.0  # seconds to wait for the broker's answer to this side's close
@@ -234,7 +233,7 @@ def _client_frame(opcode: int, payload: bytes) -> bytes:
 
 
 async def upgrade(lower: Transport, host: str, path: str, *,
-                  subprotocols: Sequence[str] = DEFAULT_SUBPROTOCOLS,
+                  subprotocols: Sequence[str] = STOMP_SUBPROTOCOLS,
                   message_type: MessageType = "auto",
                   timeout: float = 10.0) -> WebSocketTransport:
     """The WebSocket handshake over `lower` (connected to `host`, the Host header), asking
