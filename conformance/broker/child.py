@@ -20,7 +20,7 @@ import conformance
 #: How long the child may take to listen (imports on a busy machine), and to stop.
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
-_LISTENING = re.compile(rb"listening on 127\.0\.0\.1:(\d+)")
+_LISTENING = re.compile(rb"listening on 127\.0\.0\.1:(\d+)(?: and (ws://\S+))?")
 
 
 class ChildBrokerError(Exception):
@@ -34,15 +34,18 @@ async def _discard(stream: asyncio.StreamReader) -> None:
 
 
 @contextlib.asynccontextmanager
-async def reference_process(faults: Sequence[str] = ()) -> AsyncIterator[int]:
+async def reference_process(faults: Sequence[str] = (), *,
+                            websocket: bool = False) -> AsyncIterator[str]:
     """The reference broker (with `faults`) listening on a free 127.0.0.1 port, for the
-    duration of the block; yields the port."""
+    duration of the block; yields its address, 127.0.0.1:PORT, or with `websocket` the
+    ws://127.0.0.1:PORT/ws of the WebSocket port it serves on a second free port."""
     # This process's package, not whatever `conformance` the working directory holds (-P).
     home = str(Path(conformance.__file__).resolve().parents[1])
     path = os.pathsep.join(p for p in (home, os.environ.get("PYTHONPATH")) if p)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-P", "-m", "conformance", "broker", "--host", "127.0.0.1", "--port",
-        "0", "--until-stdin-closes", *(arg for fault in faults for arg in ("--fault", fault)),
+        "0", *(("--ws-port", "0") if websocket else ()), "--until-stdin-closes",
+        *(arg for fault in faults for arg in ("--fault", fault)),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
     assert process.stdin is not None and process.stderr is not None
@@ -54,12 +57,13 @@ async def reference_process(faults: Sequence[str] = ()) -> AsyncIterator[int]:
             raise ChildBrokerError(f"the reference broker did not listen within "
                                    f"{START_TIMEOUT:g} s") from None
         found = _LISTENING.search(line)
-        if found is None:
+        url = found and (found.group(2) if websocket else b"127.0.0.1:" + found.group(1))
+        if not url:
             said = (line + await process.stderr.read(2000)).decode(errors="replace").strip()
             raise ChildBrokerError("the reference broker did not start: " +
                                    (said.splitlines()[-1] if said else "no output"))
         draining = asyncio.create_task(_discard(process.stderr))
-        yield int(found.group(1))
+        yield url.decode()
     finally:
         process.stdin.close()  # the child stops on its own; a signal if it does not
         try:

@@ -36,6 +36,28 @@ def session_flags(verb: argparse.ArgumentParser, default_profile: str | None) ->
                       help=f"a shipped profile ({', '.join(shipped())}) or a YAML file")
 
 
+def transport_flag(verb: argparse.ArgumentParser) -> None:
+    """--transport: how to reach the reference broker a verb starts (run, fuzz, replay,
+    probe, stateful); with --broker, the URL's scheme chooses and the flag must agree."""
+    verb.add_argument("--transport", choices=("tcp", "ws"),
+                      help="how to reach the reference broker started for the command: TCP "
+                           "(default) or STOMP over WebSocket (with --broker, the URL's "
+                           "scheme says)")
+
+
+def websocket_chosen(args: argparse.Namespace, address: BrokerAddress | None, *,
+                     default: bool = False) -> bool:
+    """Whether the command speaks STOMP over WebSocket: the address's scheme, else
+    --transport, else `default`; ValueError when --transport contradicts the address."""
+    transport = getattr(args, "transport", None)  # a Namespace built by hand may lack it
+    if address is None:
+        return default if transport is None else transport == "ws"
+    if transport is not None and address.websocket != (transport == "ws"):
+        raise ValueError(f"--transport {transport} contradicts --broker "
+                         f"{address.display}: the URL's scheme chooses the transport")
+    return address.websocket
+
+
 def tls_flags(verb: argparse.ArgumentParser) -> None:
     verb.add_argument("--tls-ca", metavar="FILE", help="CA certificates to verify the broker")
     verb.add_argument("--tls-cert", metavar="FILE", help="client certificate")
@@ -48,9 +70,11 @@ def broker_flags(verb: argparse.ArgumentParser, default_profile: str | None, *,
     """The target of fuzz, replay, probe and stateful: loopback only unless --allow-remote,
     the reference broker (with --fault switches) when no --broker is given."""
     verb.add_argument("--broker", metavar="URL",
-                      help="HOST:PORT, stomp://HOST:PORT or stomp+ssl://HOST:PORT; only "
-                           "loopback addresses unless --allow-remote (default: the "
-                           "reference broker, started for the command)")
+                      help="HOST:PORT, stomp://HOST:PORT, stomp+ssl://HOST:PORT, "
+                           "ws://HOST:PORT/PATH or wss://HOST:PORT/PATH; only loopback "
+                           "addresses unless --allow-remote (default: the reference broker, "
+                           "started for the command)")
+    transport_flag(verb)
     verb.add_argument("--allow-remote", action="store_true",
                       help="send to a broker that is not on this machine")
     session_flags(verb, default_profile)
@@ -73,14 +97,17 @@ def tls_options(args: argparse.Namespace, address: BrokerAddress | None) -> TlsO
 
 
 def where_from_flags(args: argparse.Namespace, *, broker: str | None, profile: str,
-                     faults: Sequence[str]) -> Where:
+                     faults: Sequence[str], websocket: bool = False) -> Where:
     """The broker a fuzzer sends to, from the flags; UsageError for a bad one or a refused
-    remote one. The fuzzer's modules load here, when a fuzzing verb runs, not for --help."""
+    remote one. `websocket`: reach the reference broker over WebSocket when neither an
+    address nor --transport says. The fuzzer's modules load here, when a fuzzing verb runs,
+    not for --help."""
     from conformance.fuzz.network.where import UsageError, Where
 
     try:
         address = parse_broker(broker) if broker else None
         loaded = load_profile(profile)
+        websocket = websocket_chosen(args, address, default=websocket)
     except (ValueError, ProfileError) as error:
         raise UsageError(str(error)) from None
     if address is not None:
@@ -97,7 +124,7 @@ def where_from_flags(args: argparse.Namespace, *, broker: str | None, profile: s
         raise UsageError(str(error)) from None
     tls = tls_options(args, address)
     return Where(address, loaded, profile, tuple(sorted(set(faults))), tls, args.login,
-                 args.passcode, args.vhost)
+                 args.passcode, args.vhost, websocket)
 
 
 # -- the cases ------------------------------------------------------------------------------

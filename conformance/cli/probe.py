@@ -16,7 +16,7 @@ from rich.text import Text
 from conformance.broker import BrokerConfig, embedded
 from conformance.cli.arguments import seconds
 from conformance.cli.exits import Exit, fail
-from conformance.cli.options import Verbs, broker_flags, tls_options
+from conformance.cli.options import Verbs, broker_flags, tls_options, websocket_chosen
 from conformance.probes import PROBES, Grade, ProbeOptions, ProbeResult, run_probes
 from conformance.profiles import ProfileError, load_profile
 from conformance.spec.grammar import VERSIONS
@@ -64,6 +64,7 @@ def probe_command(args: argparse.Namespace) -> Exit:
                                within=args.within, slow_budget=args.slow_budget,
                                slow_interval=args.slow_interval)
         config = BrokerConfig(port=0, faults=frozenset(args.fault or ()))
+        websocket = websocket_chosen(args, address)
     except (ValueError, ProfileError) as error:
         return fail(Exit.USAGE, str(error))
     unknown = sorted(set(args.probe or ()) - set(PROBES))
@@ -86,8 +87,8 @@ def probe_command(args: argparse.Namespace) -> Exit:
 
     async def go() -> list[ProbeResult]:
         if address is None:
-            async with embedded(config) as server:
-                where = Target(parse_broker(f"127.0.0.1:{server.port}"), profile, tls=tls,
+            async with embedded(config, websocket=websocket) as server:
+                where = Target(parse_broker(server.url(websocket=websocket)), profile, tls=tls,
                                login=args.login, passcode=args.passcode, host=args.vhost)
                 return await run_probes(where, probes=chosen, options=options,
                                         progress=progress)
@@ -104,7 +105,8 @@ def probe_command(args: argparse.Namespace) -> Exit:
         sys.stdout.write("\n")
     else:
         out = Console(highlight=False, soft_wrap=True)
-        where = address.display if address is not None else "the reference broker"
+        where = address.display if address is not None else \
+            "the reference broker" + (" over WebSocket" if websocket else "")
         out.print(f"probes against {where} (STOMP {options.version}):", markup=False)
         for verdict in verdicts:
             line = Text(f"{verdict.grade.value:14}", style=_STYLE[verdict.grade])

@@ -1,6 +1,7 @@
 """`stomp-conformance replay`: a fuzz finding's reproducer sent again and judged. Without
 --broker, against the broker it was found on (the reference broker started again with the
-same faults). Exit 1 when it reproduces, 0 when it does not, 2 usage, 3 harness."""
+same faults, over the transport it was found on unless --transport says). Exit 1 when it
+reproduces, 0 when it does not, 2 usage, 3 harness."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def replay_command(args: argparse.Namespace) -> Exit:
             (recorded.faults if broker is None else ())
         profile = args.profile or (recorded.profile if broker == recorded.address or
                                    broker is None else "reference")
-        where = where_from_flags(args, broker=broker, profile=profile, faults=faults)
+        where = where_from_flags(args, broker=broker, profile=profile, faults=faults,
+                                 websocket=broker is None and recorded.transport == "ws")
         versions = tuple(v for v in VERSIONS if v in fuzz_versions(None, where.profile)
                          or v == finding.input.version)
         gen = generator(finding.generator, versions)

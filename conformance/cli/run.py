@@ -20,6 +20,8 @@ from conformance.cli.options import (
     session_flags,
     tls_flags,
     tls_options,
+    transport_flag,
+    websocket_chosen,
 )
 from conformance.files import STDOUT, ReportFileError
 from conformance.profiles import ProfileError, load_profile
@@ -42,10 +44,7 @@ def add(verbs: Verbs) -> None:
                      help="HOST:PORT, stomp://HOST:PORT, stomp+ssl://HOST:PORT, "
                           "ws://HOST:PORT/PATH or wss://HOST:PORT/PATH (default: the "
                           "reference broker, started in this process)")
-    run.add_argument("--transport", choices=("tcp", "ws"),
-                     help="how to reach the reference broker started in this process: TCP "
-                          "(default) or STOMP over WebSocket (with --broker, the URL's "
-                          "scheme says)")
+    transport_flag(run)
     session_flags(run, "reference")
     run.add_argument("--jobs", type=positive, default=8, help="cases run at once (default 8)")
     run.add_argument("--timeout", type=seconds, default=30.0,
@@ -85,13 +84,9 @@ def run_command(args: argparse.Namespace) -> Exit:
     try:
         address = parse_broker(args.broker) if args.broker else None
         profile = load_profile(args.profile)
+        websocket = websocket_chosen(args, address)
     except (ValueError, ProfileError) as error:
         return fail(Exit.USAGE, str(error))
-    if address is not None and args.transport is not None and \
-            address.websocket != (args.transport == "ws"):
-        return fail(Exit.USAGE, f"--transport {args.transport} contradicts --broker "
-                                f"{address.display}: the URL's scheme chooses the transport")
-    websocket = args.transport == "ws"
     tls = tls_options(args, address)
     cases = chosen_cases(args)
     if not cases:

@@ -80,7 +80,8 @@ def stateful_command(args: argparse.Namespace) -> Exit:
     try:
         found = run_stateful(target, seed=seed, max_examples=args.examples, deadline=budget,
                              cases_dir=Path(args.output), options=options,
-                             broker=BrokerConfig(port=0, faults=frozenset(where.faults)))
+                             broker=BrokerConfig(port=0, faults=frozenset(where.faults)),
+                             websocket=where.websocket)
     except HarnessError as error:
         return fail(Exit.HARNESS, f"cannot explore {where.info.id}: {error}")
     except OSError as error:

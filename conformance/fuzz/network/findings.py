@@ -48,7 +48,8 @@ def finding_id(sig: tuple[str, ...]) -> str:
 @dataclass(frozen=True)
 class BrokerInfo:
     """The broker a finding was found on: enough to replay it, no credentials. `id` is
-    PROFILE@WHERE (WHERE is `embedded` for the reference broker the command starts)."""
+    PROFILE@WHERE (WHERE is `embedded`, or `ws://embedded` over WebSocket, for the reference
+    broker the command starts). `transport`: tcp, or ws for STOMP over WebSocket."""
 
     id: str
     address: str  # host:port, or "" for the reference broker the command starts
@@ -56,17 +57,20 @@ class BrokerInfo:
     faults: tuple[str, ...] = ()
     embedded: bool = False
     tls: bool = False
+    transport: str = "tcp"
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "address": self.address, "profile": self.profile,
-                "faults": list(self.faults), "embedded": self.embedded, "tls": self.tls}
+                "faults": list(self.faults), "embedded": self.embedded, "tls": self.tls,
+                "transport": self.transport}
 
     @classmethod
     def from_json(cls, data: Any) -> BrokerInfo:
         return cls(id=str(data["id"]), address=str(data.get("address", "")),
                    profile=str(data.get("profile", "reference")),
                    faults=tuple(str(f) for f in data.get("faults", ())),
-                   embedded=bool(data.get("embedded", False)), tls=bool(data.get("tls", False)))
+                   embedded=bool(data.get("embedded", False)), tls=bool(data.get("tls", False)),
+                   transport=str(data.get("transport", "tcp")))
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ def parse_duration(text: str) -> float:
 @dataclass
 class Where:
     """The broker to fuzz or replay against: given, or the reference broker this command
-    starts (its id still reads `reference@embedded`, as findings record it)."""
+    starts (its id still reads `reference@embedded`, as findings record it; with
+    `websocket`, the reference broker is reached over WebSocket, `reference@ws://embedded`)."""
 
     address: BrokerAddress | None
     profile: Profile
@@ -50,16 +51,20 @@ class Where:
     login: str | None
     passcode: str | None
     vhost: str | None
+    websocket: bool = False
 
     @property
     def info(self) -> BrokerInfo:
         if self.address is None:
             suffix = "+" + ",".join(self.faults) if self.faults else ""
-            return BrokerInfo(id=f"reference@embedded{suffix}", address="",
-                              profile="reference", faults=self.faults, embedded=True)
+            where = "ws://embedded" if self.websocket else "embedded"
+            return BrokerInfo(id=f"reference@{where}{suffix}", address="",
+                              profile="reference", faults=self.faults, embedded=True,
+                              transport="ws" if self.websocket else "tcp")
         return BrokerInfo(id=f"{self.profile.name}@{self.address.display}",
                           address=self.address.display, profile=self.profile_name,
-                          tls=self.address.tls)
+                          tls=self.address.tls,
+                          transport="ws" if self.address.websocket else "tcp")
 
     @contextlib.asynccontextmanager
     async def target(self, versions: Sequence[Version]) -> AsyncIterator[Target]:
@@ -68,8 +73,8 @@ class Where:
         if self.address is not None:
             yield self._target(self.address, versions)
             return
-        async with reference_process(self.faults) as port:
-            yield self._target(parse_broker(f"127.0.0.1:{port}"), versions)
+        async with reference_process(self.faults, websocket=self.websocket) as url:
+            yield self._target(parse_broker(url), versions)
 
     def _target(self, address: BrokerAddress, versions: Sequence[Version]) -> Target:
         return Target(address, self.profile, tls=self.tls, login=self.login,

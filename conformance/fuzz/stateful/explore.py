@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,16 +82,20 @@ async def replay_case(path: Path, target: Target) -> list[Outcome]:
 
 
 @contextlib.contextmanager
-def _target(target: Target | None, broker: BrokerConfig | None,
-            loop: Loop) -> Iterator[Target]:
-    """`target`, or the reference broker served on `loop` for the duration."""
+def _target(target: Target | None, broker: BrokerConfig | None, loop: Loop,
+            websocket: bool) -> Iterator[Target]:
+    """`target`, or the reference broker served on `loop` for the duration (reached over
+    WebSocket with `websocket`)."""
     if target is not None:
         yield target
         return
-    server = Broker(broker or BrokerConfig(port=0))
+    config = broker or BrokerConfig(port=0)
+    if websocket and config.ws_port is None:
+        config = replace(config, ws_port=0)
+    server = Broker(config)
     loop.call(server.start(), 10)
     try:
-        yield Target(parse_broker(f"127.0.0.1:{server.port}"), load_profile("reference"))
+        yield Target(parse_broker(server.url(websocket=websocket)), load_profile("reference"))
     finally:
         loop.call(server.stop(), 30)
 
@@ -99,11 +103,13 @@ def _target(target: Target | None, broker: BrokerConfig | None,
 def run_stateful(target: Target | None = None, *, seed: int = 0, max_examples: int = 50,
                  deadline: float = 120.0, cases_dir: Path | str = Path("fuzz-cases"),
                  options: StatefulOptions | None = None,
-                 broker: BrokerConfig | None = None) -> list[StatefulFinding]:
+                 broker: BrokerConfig | None = None,
+                 websocket: bool = False) -> list[StatefulFinding]:
     """Run the state machine against `target` (default: the reference broker in this
-    process, configured by `broker`) for at most `max_examples` sessions and about
-    `deadline` seconds, shrinking included. Returns the smallest failing session found (at
-    most one), written into `cases_dir` as a case and replayed once against the target.
+    process, configured by `broker`, over WebSocket with `websocket`) for at most
+    `max_examples` sessions and about `deadline` seconds, shrinking included. Returns the
+    smallest failing session found (at most one), written into `cases_dir` as a case and
+    replayed once against the target.
     `options` default to IN_PROCESS timings for the reference broker, StatefulOptions()
     for any other. Raises HarnessError when the broker cannot be reached at all."""
     if max_examples < 1:
@@ -113,7 +119,7 @@ def run_stateful(target: Target | None = None, *, seed: int = 0, max_examples: i
     options = options or (StatefulOptions() if target is not None else IN_PROCESS)
     loop = Loop()
     try:
-        with _target(target, broker, loop) as where:
+        with _target(target, broker, loop, websocket) as where:
             loop.call(Engine(where).preflight(), 30)
             runner = Runner(where, options, loop, time.monotonic() + deadline, seed)
 
