@@ -57,13 +57,15 @@ async def reference_process(faults: Sequence[str] = (), *,
             raise ChildBrokerError(f"the reference broker did not listen within "
                                    f"{START_TIMEOUT:g} s") from None
         found = _LISTENING.search(line)
-        url = found and (found.group(2) if websocket else b"127.0.0.1:" + found.group(1))
-        if not url:
+        if found is not None and websocket and found.group(2) is None:  # up, and still running
+            raise ChildBrokerError("the reference broker did not serve WebSocket: " +
+                                   line.decode(errors="replace").strip())
+        if found is None:
             said = (line + await process.stderr.read(2000)).decode(errors="replace").strip()
             raise ChildBrokerError("the reference broker did not start: " +
                                    (said.splitlines()[-1] if said else "no output"))
         draining = asyncio.create_task(_discard(process.stderr))
-        yield url.decode()
+        yield (found.group(2) if websocket else b"127.0.0.1:" + found.group(1)).decode()
     finally:
         process.stdin.close()  # the child stops on its own; a signal if it does not
         try:
