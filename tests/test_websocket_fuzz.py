@@ -121,3 +121,14 @@ def test_a_transport_the_url_contradicts_is_a_usage_error(verb: str, tmp_path: P
                *(["--corpus", str(tmp_path)] if verb == "fuzz" else []))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--transport tcp contradicts --broker ws://127.0.0.1:1/ws" in done.stderr
+
+
+def test_stateful_over_ws_finds_a_planted_fault_through_the_ws_port(tmp_path: Path) -> None:
+    # the fault and seed tests/test_stateful_verb.py finds within a few seconds over TCP
+    done = cli("stateful", "--transport", "ws", "--fault", "no-implicit-abort", "--seed", "1",
+               "--examples", "400", "--time", "8s", "--output", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    (written,) = tmp_path.glob("*.yaml")
+    # the case's note names where the session ran: the reference broker's WebSocket port
+    assert re.search(r"against\s+#?\s*ws://127\.0\.0\.1:\d+/ws", written.read_text()), \
+        written.read_text()[:600]
