@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from conformance.broker import FAULTS, embedded
+from conformance.broker.faults import WEBSOCKET_FAULTS
 from conformance.broker.variants import VARIANTS, Variant, variant
 from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
@@ -133,6 +134,11 @@ class SelfTest:
         }
 
 
+def over_transport(cases: Iterable[Case], websocket: bool) -> list[Case]:
+    """The cases that run over WebSocket (`websocket`) or TCP."""
+    return [c for c in cases if ("ws" if websocket else "tcp") in c.transports]
+
+
 def planned_faults(case: Case) -> list[str]:
     return [t.split(":", 1)[1] for t in case.tags if t.startswith("fault:")
             and t.split(":", 1)[1] in FAULTS]
@@ -161,7 +167,11 @@ async def _run_against(cases: list[Case], chosen: Variant, *, jobs: int, timeout
 async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
                    timeout: float = 30.0, websocket: bool = False,
                    progress: Callable[[str], None] = lambda _: None) -> SelfTest:
-    """`websocket`: every run over STOMP over WebSocket instead of TCP."""
+    """`websocket`: every run over STOMP over WebSocket instead of TCP. Only the cases
+    that run over the transport are chosen, and over TCP no fault of the WebSocket
+    framing (WEBSOCKET_FAULTS) is tried."""
+    cases = over_transport(cases, websocket)
+    faults = [f for f in FAULTS if websocket or f not in WEBSOCKET_FAULTS]
     over = " over WebSocket" if websocket else ""
     progress(f"the catalogue against the reference broker{over} ({len(cases)} cases)")
     result = SelfTest(await _run_against(cases, VARIANTS[0], jobs=jobs, timeout=timeout,
@@ -169,9 +179,10 @@ async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
     #: (fault, variant name) -> the cases tried under that fault in that configuration
     plan: dict[tuple[str, str], list[Case]] = {}
     for case in cases:
-        for fault in (FAULTS if full else planned_faults(case)):
-            plan.setdefault((fault, planned_variant(case).name), []).append(case)
-    for fault in FAULTS:
+        for fault in (faults if full else planned_faults(case)):
+            if fault in faults:
+                plan.setdefault((fault, planned_variant(case).name), []).append(case)
+    for fault in faults:
         if not any(f == fault for f, _ in plan):
             plan[(fault, VARIANTS[0].name)] = []
     slots = asyncio.Semaphore(4)  # brokers with faults at once
@@ -236,6 +247,7 @@ async def selftest_variants(cases: list[Case], variants: Iterable[Variant], *, j
     """The catalogue against the reference broker under each variant, `at_once` brokers at
     a time (all in this process: more would only make timing cases race for one core)."""
     chosen = list(variants)
+    cases = over_transport(cases, websocket)
     slots = asyncio.Semaphore(at_once)
 
     async def one(configuration: Variant) -> VariantRun:

@@ -97,7 +97,23 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
                                "a CR LF heart-beat between frames is refused"),
     "accept-body-on-subscribe": ("body.forbidden-frames",
                                  "a body on a frame that must not have one is accepted"),
+    # over WebSocket only (WEBSOCKET_FAULTS): the framing layer of broker/websocket.py
+    "ws-message-is-frame": ("frames.frame-grammar",
+                            "each WebSocket message is taken as whole frames: one that does "
+                            "not end a frame (with its NUL) is dropped"),
+    "ws-first-frame-only": ("frames.frame-grammar",
+                            "of a WebSocket message holding several frames, only the first "
+                            "is read (the bytes after its NUL are dropped)"),
+    "ws-binary-as-text": ("content-length.read-octets",
+                          "a binary WebSocket message is read as UTF-8 text: octets that are "
+                          "not UTF-8 become U+FFFD"),
+    "ws-text-as-latin1": ("value-encoding.utf8",
+                          "a text WebSocket message is read as Latin-1: characters outside "
+                          "it become '?'"),
 }
+
+#: the faults of the WebSocket framing layer: no case over TCP can see them
+WEBSOCKET_FAULTS: Final[frozenset[str]] = frozenset(n for n in FAULTS if n.startswith("ws-"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +166,10 @@ class Faults:
     missing_heartbeat_header_default: bool = False
     crlf_heartbeat_refused: bool = False
     accept_body_on_subscribe: bool = False
+    ws_message_is_frame: bool = False
+    ws_first_frame_only: bool = False
+    ws_binary_as_text: bool = False
+    ws_text_as_latin1: bool = False
     #: any switch on (the paths no fault bends are taken when it is False)
     active: bool = field(default=False, init=False)
 

@@ -86,7 +86,8 @@ class Broker:
         """A WebSocket client: its upgrade answered, then the same session as over TCP."""
         if not self._admit(writer):
             return
-        stream = await accept(reader, writer, self.config.ws_path, self.config.connect_timeout)
+        stream = await accept(reader, writer, self.config.ws_path, self.config.connect_timeout,
+                              self.faults)
         if stream is not None:
             await self._serve(stream, stream)
 

@@ -12,8 +12,9 @@ The subprotocol does not choose the STOMP version: CONNECT's accept-version does
 
 Reading: the bytes of text and binary messages alike, in order (a frame may span messages,
 and a message hold several frames); pings are answered; the client's close is answered and
-is the end of input. Writing: each frame one message (text when valid UTF-8, else binary),
-a heart-beat EOL too; `write_eof` is the broker's close (code 1000)."""
+is the end of input (the ws- faults of faults.py bend how messages are read). Writing:
+each frame one message (text when valid UTF-8, else binary), a heart-beat EOL too;
+`write_eof` is the broker's close (code 1000)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,10 @@ from wsproto.events import (
 )
 from wsproto.utilities import ProtocolError
 
+from conformance.broker.faults import Faults
 from conformance.wire.websocket import STOMP_SUBPROTOCOLS, is_text
 
+NO_FAULTS = Faults()
 _BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n"
                 b"content-length: 41\r\nconnection: close\r\n\r\n"
                 b"expected a WebSocket upgrade (STOMP) here")
@@ -54,9 +57,11 @@ class WebSocketStream:
     """A session's Reader and Writer over an accepted WebSocket."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 ws: WSConnection, subprotocol: str) -> None:
+                 ws: WSConnection, subprotocol: str, faults: Faults = NO_FAULTS) -> None:
         self._reader, self._writer, self._ws = reader, writer, ws
         self.subprotocol = subprotocol
+        self._faults = faults
+        self._message = b""  # a message so far, when faults read messages whole
         self._inbox: deque[bytes] = deque()
         self._ended = False
 
@@ -82,8 +87,17 @@ class WebSocketStream:
     def _handle(self, events: Iterable[Event]) -> None:
         for event in events:
             if isinstance(event, Message):
-                data = event.data.encode("utf-8") if isinstance(event.data, str) \
-                    else bytes(event.data)
+                text = isinstance(event, TextMessage)
+                if text and self._faults.ws_text_as_latin1:
+                    data = str(event.data).encode("latin-1", "replace")
+                else:
+                    data = event.data.encode("utf-8") if isinstance(event.data, str) \
+                        else bytes(event.data)
+                if self._faults.active:
+                    self._message += data
+                    if not event.message_finished:
+                        continue
+                    data, self._message = self._bent(self._message, text), b""
                 if data:
                     self._inbox.append(data)
             elif isinstance(event, Ping):
@@ -93,6 +107,18 @@ class WebSocketStream:
                 self._send(event.response() if self._ws.state is
                            ConnectionState.REMOTE_CLOSING else event)
                 self._ended = True
+
+    def _bent(self, data: bytes, text: bool) -> bytes:
+        """A whole message as the WebSocket faults read it."""
+        faults = self._faults
+        if faults.ws_binary_as_text and not text:
+            data = data.decode("utf-8", "replace").encode("utf-8")
+        if faults.ws_message_is_frame and not data.rstrip(b"\r\n").endswith(b"\0") and \
+                data.strip(b"\r\n"):
+            return b""
+        if faults.ws_first_frame_only and b"\0" in data:
+            data = data[:data.index(b"\0") + 1]
+        return data
 
     def _send(self, event: Event) -> None:
         if self._writer.is_closing():
@@ -140,7 +166,7 @@ class WebSocketStream:
 
 
 async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str,
-                 timeout: float) -> WebSocketStream | None:
+                 timeout: float, faults: Faults = NO_FAULTS) -> WebSocketStream | None:
     """The server's side of the upgrade within `timeout` seconds: a stream once accepted,
     None once refused (with 400 or 404) or given up (the connection is then closed)."""
     ws = WSConnection(ConnectionType.SERVER)
@@ -153,7 +179,7 @@ async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pat
                 ws.receive_data(data)
                 request = next((e for e in ws.events() if isinstance(e, Request)), None)
                 if request is not None:
-                    return _answer(reader, writer, ws, request, path)
+                    return _answer(reader, writer, ws, request, path, faults)
     except ProtocolError:  # not an HTTP upgrade request
         writer.write(_BAD_REQUEST)
     except (TimeoutError, ConnectionError, OSError):
@@ -163,7 +189,7 @@ async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pat
 
 
 def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ws: WSConnection,
-            request: Request, path: str) -> WebSocketStream | None:
+            request: Request, path: str, faults: Faults) -> WebSocketStream | None:
     target = request.target.partition("?")[0]
     subprotocol = choose(request.subprotocols)
     if target != path:
@@ -173,7 +199,7 @@ def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ws: WSCo
                              "v10.stomp")
     else:
         writer.write(ws.send(AcceptConnection(subprotocol=subprotocol)))
-        return WebSocketStream(reader, writer, ws, subprotocol)
+        return WebSocketStream(reader, writer, ws, subprotocol, faults)
     body = text.encode("utf-8")
     writer.write(ws.send(RejectConnection(status_code=status, has_body=True, headers=[
         (b"content-type", b"text/plain; charset=utf-8"),

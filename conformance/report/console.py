@@ -4,6 +4,8 @@ verdict. Honours NO_COLOR (rich). `make_console` is the console every verb print
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -62,6 +64,10 @@ class ConsoleReporter:
             line.append(f"  {r.file}:{r.step_line or r.line}\n    ")
             line.append(r.deviation or r.message or "")
             self.console.print(line)
+        skipped = Counter(r.message for r in results if r.outcome == Outcome.SKIPPED)
+        for reason, count in sorted(skipped.items()):
+            self.console.print(Text(f"skipped {count} case runs: {reason or 'no reason'}",
+                                    style=STYLE[Outcome.SKIPPED]))
         summary = summarise(results)
         self.console.print(f"{summary['total']} case runs in {event.duration:.1f} s")
         table = Table(show_header=True)

@@ -69,6 +69,11 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
     if version not in profile.versions:
         return _result(run, Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
                        f"speak STOMP {version}"), {}
+    transport = "ws" if target.address.websocket else "tcp"
+    if transport not in case.transports:
+        return _result(run, Outcome.SKIPPED, message=f"the case runs over "
+                       f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only, "
+                       f"this run over {TRANSPORT_NAMES[transport]}"), {}
     missing = [c for c in case.requires if not profile.supports(c)]
     if missing:
         return _result(run, Outcome.UNSUPPORTED, message="; ".join(
@@ -127,6 +132,10 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
         if not strict:
             outcome = Outcome.KNOWN_DEVIATION
     return _result(run, outcome, **fields), run.server
+
+
+#: how a skipped case names the transports
+TRANSPORT_NAMES = {"tcp": "TCP", "ws": "WebSocket"}
 
 
 # -- the run -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from conformance.scenario.model import BUILTIN_VARIABLES, Case, Step
+from conformance.scenario.model import BUILTIN_VARIABLES, TRANSPORTS, Case, Step
 from conformance.spec import YAML_LOADER, catalogue
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
@@ -128,7 +128,8 @@ def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int])
     return Case(id=entry["id"], title=entry["title"], statements=tuple(entry["statements"]),
                 versions=versions, level=level, tags=tuple(entry.get("tags", ())),
                 requires=tuple(entry.get("requires", ())), timeout=entry.get("timeout"),
-                steps=tuple(steps), file=str(file), line=_line(lines, at) or 1)
+                steps=tuple(steps), file=str(file), line=_line(lines, at) or 1,
+                transports=tuple(entry.get("transports", TRANSPORTS)))
 
 
 def _strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:

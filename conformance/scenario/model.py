@@ -12,6 +12,10 @@ BUILTIN_VARIABLES = frozenset({
     "queue", "queue2", "topic", "topic2", "id", "host", "login", "passcode", "version",
 })
 
+#: The transports a case can run over: TCP (with TLS or not) and STOMP over WebSocket.
+TRANSPORTS = ("tcp", "ws")
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     kind: str
@@ -33,6 +37,8 @@ class Case:
     steps: tuple[Step, ...]
     file: str = ""
     line: int = 1
+    #: the transports it runs over (`tcp`, `ws`); skipped over the others
+    transports: tuple[str, ...] = TRANSPORTS
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from conformance.codec import Frame, Heartbeat, Limits, Parser, StompError
 from conformance.wire.stream import Transport, TransportError
 from conformance.wire.transcript import Record, Transcript, octets
+from conformance.wire.websocket import MessageType, WebSocketTransport
 
 MAX_QUEUED = 500
 MAX_QUEUED_OCTETS = 1 << 20
@@ -108,7 +109,10 @@ class Connection:
                 data = await self.transport.receive()
                 self._noted()
                 if not data:
-                    self._close("the broker closed the connection")
+                    code = self.transport.close_code \
+                        if isinstance(self.transport, WebSocketTransport) else None
+                    self._close("the broker closed the connection"
+                                + (f" (WebSocket close {code})" if code else ""))
                     return
                 self.transcript.add(Record(self.clock(), "in", self.name, data))
                 try:
@@ -144,14 +148,33 @@ class Connection:
             self.transcript.add(Record(self.closed.at, "close", self.name, note=reason))
         self._arrived.set()
 
-    async def send(self, data: bytes, *, chunk: int = 0, pause: float = 0.0) -> None:
-        """Write `data`, in pieces of `chunk` octets with `pause` seconds between them."""
-        size = chunk or len(data) or 1
-        for start in range(0, len(data), size):
-            piece = data[start:start + size]
+    @property
+    def websocket(self) -> bool:
+        """Whether the connection is STOMP over WebSocket."""
+        return isinstance(self.transport, WebSocketTransport)
+
+    async def send(self, data: bytes, *, chunk: int = 0, pause: float = 0.0,
+                   cuts: Sequence[int] | None = None,
+                   message_type: MessageType | None = None) -> None:
+        """Write `data`, in pieces of `chunk` octets with `pause` seconds between them.
+        Over WebSocket, each piece is one message; `cuts` (offsets into `data`) cut the
+        messages instead of `chunk`, and `message_type` forces their type. Over TCP both
+        are ignored: the bytes go as they are."""
+        if not data:
+            return
+        if cuts is not None and self.websocket:
+            edges = [0, *sorted({c for c in cuts if 0 < c < len(data)}), len(data)]
+        else:
+            size = chunk or len(data) or 1
+            edges = [*range(0, len(data), size), len(data)]
+        for start, end in zip(edges, edges[1:], strict=False):
+            piece = data[start:end]
             self.transcript.add(Record(self.clock(), "out", self.name, piece))
             try:
-                await self.transport.send(piece)
+                if message_type is not None and isinstance(self.transport, WebSocketTransport):
+                    await self.transport.send_as(piece, message_type)
+                else:
+                    await self.transport.send(piece)
                 self._noted()
             except TransportError as error:
                 # The broker closed or reset mid-send: what it did is for the next
@@ -159,7 +182,7 @@ class Connection:
                 self.transcript.add(Record(self.clock(), "note", self.name,
                                            note=f"send failed: {error}"))
                 return
-            if pause and start + size < len(data):
+            if pause and end < len(data):
                 await asyncio.sleep(pause)
 
     async def next_event(self, timeout: float, *, heartbeats: bool = False) -> Received | None:

@@ -5,10 +5,11 @@ wsproto's (sans-IO); this module does its I/O over the lower transport.
 
 Sending: each `send` is one message, text when the bytes are valid UTF-8 and binary
 otherwise (`message_type` forces one: a forced text message carries its bytes as they are,
-UTF-8 or not). Receiving: the bytes of each message, in order (the codec joins a frame
-split over messages); pings are answered; the broker's close is a clean end (b""), its code
-and reason kept. What is not STOMP bytes (the handshake, each message's opcode and length,
-pings, the close) is told by `take_notes`, for the transcript."""
+UTF-8 or not); `send_as` sends one message of the type it is given. Receiving: the bytes
+of each message, in order (the codec joins a frame split over messages); pings are
+answered; the broker's close is a clean end (b""), its code and reason kept. What is not
+STOMP bytes (the handshake, each message's opcode and length, pings, the close) is told by
+`take_notes`, for the transcript."""
 
 from __future__ import annotations
 
@@ -104,9 +105,12 @@ class WebSocketTransport(Transport):
         self._notes.append(text)
 
     async def send(self, data: bytes) -> None:
+        await self.send_as(data, self.message_type)
+
+    async def send_as(self, data: bytes, kind: MessageType) -> None:
+        """`data` as one message of type `kind` (auto: text when valid UTF-8)."""
         if self.closed or self._ws.state is not ConnectionState.OPEN:
             raise TransportClosed(f"WebSocket connection to {self.peer} is closed")
-        kind = self.message_type
         text = kind == "text" or (kind == "auto" and is_text(data))
         if text and not is_text(data):  # a text message wsproto would refuse: framed here
             wire = _client_frame(0x1, data)

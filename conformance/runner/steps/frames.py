@@ -3,6 +3,7 @@ a frame, nothing, ERROR then close, a close, or the first of several alternative
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from conformance.codec import Frame, encode_raw, escape
@@ -31,7 +32,8 @@ async def step_send(run: CaseRun, args: dict[str, Any]) -> None:
     if command == "SUBSCRIBE":
         values = dict(reversed(headers))
         conn.ack_modes[values.get("id", "")] = values.get("ack", "auto")
-    await conn.send(encode_raw(command, headers, body, content_length=length))
+    data = encode_raw(command, headers, body, content_length=length)
+    await conn.send(data, **_websocket(data, args.get("ws")))
 
 
 async def step_raw(run: CaseRun, args: dict[str, Any]) -> None:
@@ -40,7 +42,48 @@ async def step_raw(run: CaseRun, args: dict[str, Any]) -> None:
     data *= args.get("repeat", 1)
     delivery = args.get("delivery", "whole")
     chunk = 1 if delivery == "bytewise" else args.get("chunk", 1) if delivery == "chunked" else 0
-    await run.conn(args).send(data, chunk=chunk, pause=args.get("pause", 0.0))
+    await run.conn(args).send(data, chunk=chunk, pause=args.get("pause", 0.0),
+                              **_websocket(data, args.get("ws")))
+
+
+def _websocket(data: bytes, ws: dict[str, Any] | None) -> dict[str, Any]:
+    """A step's `ws` delivery as Connection.send's arguments: where the messages are cut
+    (`split`: offsets, negative ones from the end; `per-frame`; or `batched`, all in one)
+    and their type."""
+    if not ws:
+        return {}
+    split = ws.get("split")
+    cuts = frame_ends(data) if split == "per-frame" else [] if split == "batched" else \
+        [at if at > 0 else len(data) + at for at in split or ()]  # negative: from the end
+    return {"cuts": cuts, "message_type": ws.get("type")}
+
+
+def frame_ends(data: bytes) -> list[int]:
+    """The offsets just after each frame of `data` (its NUL and the EOLs after it), the
+    body read for its content-length where the headers give one; EOLs before a frame go
+    with it. Bytes that end no frame make the last piece."""
+    ends: list[int] = []
+    at = 0
+    while at < len(data):
+        while at < len(data) and data[at] in b"\r\n":  # heart-beats before a frame
+            at += 1
+        head_end = data.find(b"\n\n", at)
+        crlf = data.find(b"\r\n\r\n", at)
+        if crlf != -1 and (head_end == -1 or crlf < head_end):
+            head_end, body = crlf, crlf + 4
+        elif head_end != -1:
+            body = head_end + 2
+        else:
+            break
+        length = re.search(rb"(?:^|\n)content-length:(\d+)\r?\n", data[at:head_end + 1])
+        nul = body + int(length.group(1)) if length else data.find(b"\0", body)
+        if nul < 0 or nul >= len(data):
+            break
+        at = nul + 1
+        while at < len(data) and data[at] in b"\r\n":
+            at += 1
+        ends.append(at)
+    return ends
 
 
 async def step_expect(run: CaseRun, args: dict[str, Any]) -> None:
