@@ -1,6 +1,6 @@
 """The case format's WebSocket controls against the reference broker (real sockets on
-loopback): `ws: {split, type}` cutting a step's bytes into messages, `transports` skipping
-a case elsewhere with its reason, and the WebSocket faults of the broker, each seen to
+loopback): `ws: {split, type}` cutting a step's bytes into messages, `transports` keeping a
+case out of a run over another transport, and the WebSocket faults of the broker, each seen to
 bend what a message carries."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from conformance.broker import BrokerConfig, embedded
 from conformance.broker.faults import WEBSOCKET_FAULTS
 from conformance.profiles import load_profile
-from conformance.runner.engine import Engine
+from conformance.runner.engine import Engine, run_case
 from conformance.runner.results import CaseResult, Outcome
 from conformance.runner.steps.frames import frame_ends
 from conformance.scenario.loader import CaseLoadError, load_cases, load_file
@@ -84,9 +84,14 @@ def test_ws_controls_cut_the_messages_and_over_tcp_are_ignored(tmp_path: Path) -
     assert len([r for r in tcp.transcript if r.direction == "out"]) == 4  # one write a step
 
 
-def test_a_case_for_other_transports_is_skipped_with_its_reason(tmp_path: Path) -> None:
+def test_a_case_for_other_transports_is_not_in_a_run_over_them(tmp_path: Path) -> None:
     text = CUT.replace('versions: ["1.2"]', 'versions: ["1.2"]\n  transports: [ws]')
-    [tcp] = run(tmp_path, text, websocket=False)
+    assert run(tmp_path, text, websocket=False) == []  # as a case not selected
+    # run alone over TCP (as the pytest plugin runs an item), it is skipped with its reason
+    [case] = load_file(tmp_path / "case.yaml")
+    tcp, _ = asyncio.run(run_case(case, "1.2", Target(parse_broker("127.0.0.1:1"),
+                                                      load_profile("reference")),
+                                  timeout=5, run_id="t"))
     assert tcp.outcome == Outcome.SKIPPED
     assert tcp.message == "the case runs over WebSocket only, this run over TCP"
     [ws] = run(tmp_path, text, websocket=True)

@@ -91,7 +91,8 @@ def list_command(args: argparse.Namespace) -> Exit:
     if args.json:
         json.dump([{"id": c.id, "title": c.title, "level": c.level,
                     "statements": list(c.statements), "versions": list(c.versions),
-                    "tags": list(c.tags), "file": c.file, "line": c.line} for c in cases],
+                    "transports": list(c.transports), "tags": list(c.tags),
+                    "file": c.file, "line": c.line} for c in cases],
                   sys.stdout, indent=2)
         sys.stdout.write("\n")
         return Exit.OK

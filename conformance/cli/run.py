@@ -31,6 +31,7 @@ from conformance.report.console import ConsoleReporter, make_console
 from conformance.report.history import load_history
 from conformance.runner.engine import Engine
 from conformance.runner.results import CaseResult, Outcome, Refusal
+from conformance.scenario.model import TRANSPORT_NAMES
 from conformance.wire.target import HarnessError, Target
 from conformance.wire.transport import BrokerAddress, parse_broker
 
@@ -91,6 +92,9 @@ def run_command(args: argparse.Namespace) -> Exit:
     cases = chosen_cases(args)
     if not cases:
         return fail(Exit.USAGE, "no case matches")
+    transport = "ws" if websocket else "tcp"
+    if not any(transport in case.transports for case in cases):
+        return fail(Exit.USAGE, f"no case chosen runs over {TRANSPORT_NAMES[transport]}")
     if args.history and not args.html:
         return fail(Exit.USAGE, "--history adds sections to the HTML report: give --html too")
     to_stdout = [f"--{name}" for name in ("json", "junit", "html", "markdown")

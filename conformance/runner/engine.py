@@ -32,6 +32,7 @@ from conformance.runner.results import BROKEN, CaseResult, Outcome, Refusal, wor
 from conformance.runner.steps import STEPS
 from conformance.scenario import Case, Step
 from conformance.scenario.loader import load_file
+from conformance.scenario.model import TRANSPORT_NAMES
 from conformance.spec.grammar import VERSIONS
 from conformance.wire.stream import TransportError
 from conformance.wire.target import HarnessError, Target
@@ -133,9 +134,6 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
             outcome = Outcome.KNOWN_DEVIATION
     return _result(run, outcome, **fields), run.server
 
-
-#: how a skipped case names the transports
-TRANSPORT_NAMES = {"tcp": "TCP", "ws": "WebSocket"}
 
 
 # -- the run -------------------------------------------------------------------------------
@@ -249,7 +247,9 @@ class Engine:
             for handler in handlers:
                 handler(event)
 
-        cases = list(cases)
+        # a case for another transport is not this run's, as a case not selected is not
+        transport = "ws" if self.target.address.websocket else "tcp"
+        cases = [case for case in cases if transport in case.transports]
         work = [(case, version) for case in cases for version in case.versions]
         started = time.monotonic()
         await self.preflight()

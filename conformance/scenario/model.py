@@ -14,6 +14,8 @@ BUILTIN_VARIABLES = frozenset({
 
 #: The transports a case can run over: TCP (with TLS or not) and STOMP over WebSocket.
 TRANSPORTS = ("tcp", "ws")
+#: how messages name them
+TRANSPORT_NAMES = {"tcp": "TCP", "ws": "WebSocket"}
 
 
 @dataclass(frozen=True, slots=True)
