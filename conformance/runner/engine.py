@@ -70,7 +70,7 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
     if version not in profile.versions:
         return _result(run, Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
                        f"speak STOMP {version}"), {}
-    transport = "ws" if target.address.websocket else "tcp"
+    transport = target.address.transport
     if transport not in case.transports:
         return _result(run, Outcome.SKIPPED, message=f"the case runs over "
                        f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only, "
@@ -248,8 +248,7 @@ class Engine:
                 handler(event)
 
         # a case for another transport is not this run's, as a case not selected is not
-        transport = "ws" if self.target.address.websocket else "tcp"
-        cases = [case for case in cases if transport in case.transports]
+        cases = [case for case in cases if self.target.address.transport in case.transports]
         work = [(case, version) for case in cases for version in case.versions]
         started = time.monotonic()
         await self.preflight()

@@ -61,6 +61,11 @@ class BrokerAddress:
         return self.scheme in ("ws", "wss")
 
     @property
+    def transport(self) -> str:
+        """What a case's `transports` calls this address's: "ws" or "tcp"."""
+        return "ws" if self.websocket else "tcp"
+
+    @property
     def hostport(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 

@@ -64,7 +64,7 @@ class Where:
         return BrokerInfo(id=f"{self.profile.name}@{self.address.display}",
                           address=self.address.display, profile=self.profile_name,
                           tls=self.address.tls,
-                          transport="ws" if self.address.websocket else "tcp")
+                          transport=self.address.transport)
 
     @contextlib.asynccontextmanager
     async def target(self, versions: Sequence[Version]) -> AsyncIterator[Target]:
