@@ -1,6 +1,7 @@
 """reports/comparison.* (written by reports/refresh) is the comparison of the current
-catalogue: every case run of it, no other, for every broker with a shipped profile; a broker
-the refreshing machine had no script for is named as not run, with why. When this fails, run
+catalogue: every case run of it over the column's transport, no other, for the reference
+broker over TCP and over WebSocket and every broker with a shipped profile; a broker the
+refreshing machine had no script for is named as not run, with why. When this fails, run
 reports/refresh and commit what it writes."""
 
 from __future__ import annotations
@@ -24,31 +25,35 @@ def committed() -> dict[str, Any]:
     return data
 
 
-def catalogue_runs() -> set[str]:
-    """`id@version` of every case run of the shipped catalogue over TCP (the comparison's
-    transport), from `list --json`."""
+def catalogue_runs(transport: str) -> set[str]:
+    """`id@version` of every case run of the shipped catalogue over `transport`, from
+    `list --json`."""
     done = cli("list", "--json")
     assert done.returncode == 0, done.stderr
     return {f"{case['id']}@{version}" for case in json.loads(done.stdout)
-            if "tcp" in case["transports"] for version in case["versions"]}
+            if transport in case["transports"] for version in case["versions"]}
 
 
 def test_every_broker_has_every_case_run_of_the_catalogue() -> None:
-    expected = catalogue_runs()
+    expected = {transport: catalogue_runs(transport) for transport in ("tcp", "ws")}
     brokers = committed()["brokers"]
     assert brokers, STALE
     for broker in brokers:
         runs = set(broker["outcomes"])
-        assert runs == expected, (
+        assert runs == expected[broker["transport"]], (
             f"{STALE}: {broker['name']}: missing {sorted(expected - runs)[:10]}, "
             f"no longer in the catalogue {sorted(runs - expected)[:10]}")
 
 
 def test_the_brokers_are_the_shipped_profiles() -> None:
     data = committed()
-    ran = [b["profile"] for b in data["brokers"]]
-    assert [b["name"] for b in data["brokers"]] == ran  # one column per profile, named for it
-    assert ran[0] == "reference"
+    columns = [(b["name"], b["profile"], b["transport"]) for b in data["brokers"]]
+    # the reference broker over both transports first, then one column per other profile,
+    # named for it, over the transport it is for
+    assert columns[:2] == [("reference (tcp)", "reference", "tcp"),
+                           ("reference (ws)", "reference", "ws")], STALE
+    assert all(name == profile for name, profile, _ in columns[2:])
+    ran = [profile for _, profile, _ in columns[1:]]
     assert sorted([*ran, *data["not_run"]]) == shipped(), STALE
     # Only a profile with no broker script may be missing: a broker that would not start
     # or run is a comparison to redo, not one to commit.
@@ -61,7 +66,7 @@ def test_the_markdown_and_page_are_of_the_same_comparison() -> None:
     data = committed()
     markdown = (REPORTS / "comparison.md").read_text("utf-8")
     page = (REPORTS / "comparison.html").read_text("utf-8")
-    runs = len(catalogue_runs())
+    runs = len(catalogue_runs("tcp") | catalogue_runs("ws"))  # the union: rows
     assert f"of {runs} case runs differ**" in markdown
     assert f"{len(data['brokers'])} reports" in page and f"&middot; {runs} case runs" in page
     header = "|  | " + " | ".join(b["name"] for b in data["brokers"]) + " |"

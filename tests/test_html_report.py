@@ -665,6 +665,21 @@ def test_compare_joins_reports_of_different_catalogues(runs: tuple[Path, Path],
     assert "| `escaping.connected-not-escaped [1.2]` | \u2705 | \u2014 |" in done.stdout
 
 
+def test_compare_tells_the_same_broker_over_two_transports_apart(runs: tuple[Path, Path],
+                                                                 tmp_path: Path) -> None:
+    folders = [arg for f in FOLDERS for arg in ("--cases", str(ROOT / "cases" / f))]
+    done = cli("run", "--transport", "ws", *folders, "--json", str(tmp_path / "ws.json"))
+    assert done.returncode == 0, done.stderr
+    done = cli("compare", str(runs[0]), str(tmp_path / "ws.json"),
+               "--json", str(tmp_path / "c.json"), "--markdown", str(tmp_path / "c.md"))
+    assert done.returncode == 0, done.stderr
+    brokers = json.loads((tmp_path / "c.json").read_text("utf-8"))["brokers"]
+    assert [(b["name"], b["transport"]) for b in brokers] == [
+        ("reference (tcp)", "tcp"), ("reference (ws)", "ws")]
+    assert brokers[1]["url"].startswith("ws://127.0.0.1:")
+    assert "|  | reference (tcp) | reference (ws) |" in (tmp_path / "c.md").read_text("utf-8")
+
+
 def test_compare_refuses_a_file_that_is_not_a_report(runs: tuple[Path, Path],
                                                      tmp_path: Path) -> None:
     (tmp_path / "broken.json").write_text('{"schema_version": 1,')

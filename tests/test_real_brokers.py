@@ -1,6 +1,6 @@
 """The catalogue against real brokers on loopback: RabbitMQ, ActiveMQ, coilmq and stompserver
-(STOMP 1.0 only), started by the project's own scripts (.ci/brokers/NAME) when they are not
-already running.
+(STOMP 1.0 only) over TCP, and over WebSocket RabbitMQ's Web-STOMP and stomp-broker-js,
+started by the project's own scripts (.ci/brokers/NAME) when they are not already running.
 
 Each run must end with exit code 0 through its shipped profile: every failure is a recorded
 deviation, and every deviation not marked intermittent still shows up, so a profile can
@@ -21,15 +21,21 @@ from helpers import cli
 from conformance.profiles import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-BROKERS = {"rabbitmq": 61613, "activemq": 61614, "coilmq": 61615, "stompserver": 61617}
+#: profile -> the .ci/brokers script that starts its broker, and where the broker listens
+BROKERS = {"rabbitmq": ("rabbitmq", "127.0.0.1:61613"),
+           "rabbitmq-web": ("rabbitmq", "ws://127.0.0.1:15674/ws"),
+           "activemq": ("activemq", "127.0.0.1:61614"),
+           "coilmq": ("coilmq", "127.0.0.1:61615"),
+           "stompserver": ("stompserver", "127.0.0.1:61617"),
+           "stomp-broker-js": ("stomp-broker-js", "ws://127.0.0.1:61619/ws")}
 #: brokers whose CONNECTED names no server (a STOMP 1.0 CONNECTED has no server header)
 NO_SERVER_HEADER = {"stompserver"}
 
 
-def vhost(name: str, port: int) -> list[str]:
+def vhost(name: str) -> list[str]:
     """coilmq takes in a 1.2 CONNECT only the host name it runs under, which its start script
     records (localhost, unless it could not give coilmq a host name of its own)."""
-    recorded = Path(f"/run/coilmq-{port}.host")
+    recorded = Path("/run/coilmq-61615.host")
     if name == "coilmq" and recorded.is_file():
         return ["--vhost", recorded.read_text().strip()]
     return []
@@ -41,8 +47,9 @@ def script(name: str, verb: str, timeout: float) -> subprocess.CompletedProcess[
 
 
 @pytest.fixture(scope="module", params=sorted(BROKERS))
-def broker(request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
-    name: str = request.param
+def broker(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    profile: str = request.param
+    name, address = BROKERS[profile]
     started = False
     if script(name, "status", 30).returncode != 0:
         try:
@@ -57,15 +64,15 @@ def broker(request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
                 pytest.fail(why)
             pytest.skip(why)
         started = True
-    yield name, BROKERS[name]
+    yield profile, address
     if started:
         script(name, "stop", 120)
 
 
-def test_the_catalogue_against_a_real_broker(broker: tuple[str, int], tmp_path: Path) -> None:
-    name, port = broker
+def test_the_catalogue_against_a_real_broker(broker: tuple[str, str], tmp_path: Path) -> None:
+    name, address = broker
     report_path = tmp_path / f"{name}.json"
-    done = cli("run", "--broker", f"127.0.0.1:{port}", "--profile", name, *vhost(name, port),
+    done = cli("run", "--broker", address, "--profile", name, *vhost(name),
                "--json", str(report_path))
     report = json.loads(report_path.read_text())
     bad = [f"{c['id']} [{c['version']}] {c['outcome']}: {c['message']}"
@@ -73,6 +80,8 @@ def test_the_catalogue_against_a_real_broker(broker: tuple[str, int], tmp_path: 
     assert done.returncode == 0 and not bad, "\n".join(bad) or done.stderr[-2000:]
     if name not in NO_SERVER_HEADER:
         assert report["broker"]["server"], "the broker named no server in CONNECTED"
+    if address.startswith("ws://"):  # the subprotocol it accepted is in the report
+        assert report["broker"]["subprotocol"] in ("v10.stomp", "v11.stomp", "v12.stomp")
     deviations = load_profile(name).deviations
     shown = {c["id"] for c in report["cases"] if c["outcome"] == "known-deviation"} | \
         {f"{c['id']}@{c['version']}" for c in report["cases"]

@@ -19,6 +19,13 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "name": {"type": "string"},
+        "extends": {
+            "description": "a shipped profile this one builds on: its settings, each key "
+                           "given here replacing the base's, its capabilities and deviations "
+                           "joined with those given here (the same broker over another "
+                           "transport, say)",
+            "type": "string",
+        },
         "description": {"type": "string"},
         "host": {"type": "string"},
         "credentials": {
@@ -112,6 +119,11 @@ def shipped() -> list[str]:
 
 def load_profile(name_or_file: str) -> Profile:
     """A shipped profile by name, or a YAML file by path."""
+    return _profile(_data(name_or_file))
+
+
+def _data(name_or_file: str) -> dict[str, Any]:
+    """A profile's validated data, with the data of the profile it extends beneath it."""
     if name_or_file in shipped():
         text = resources.files("conformance.profiles").joinpath(f"{name_or_file}.yaml") \
             .read_text("utf-8")
@@ -137,7 +149,16 @@ def load_profile(name_or_file: str) -> Profile:
     if problem is not None:
         at = "/".join(str(p) for p in problem.absolute_path) or "top level"
         raise ProfileError(f"{where}: {at}: {problem.message}")
-    return _profile(data)
+    base = data.get("extends")
+    if base is None:
+        return dict(data)
+    if base not in shipped():
+        raise ProfileError(f"{where}: extends {base!r}, which is not a shipped profile "
+                           f"({', '.join(shipped())})")
+    merged = _data(base)  # shipped profiles extend none in a circle (tests load them all)
+    for key in ("capabilities", "deviations"):  # joined; every other key replaced
+        data[key] = {**merged.get(key, {}), **data.get(key, {})}
+    return {**merged, **data}
 
 
 def _profile(data: dict[str, Any]) -> Profile:

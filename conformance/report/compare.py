@@ -83,12 +83,19 @@ class Matrix:
         return [row for row in self.rows if row.differs]
 
 
+def transport(report: dict[str, Any]) -> str:
+    """The transport a report's run went over: "ws" (ws:// or wss://) or "tcp"."""
+    return "ws" if str(report["broker"]["url"]).startswith(("ws://", "wss://")) else "tcp"
+
+
 def broker_names(reports: list[dict[str, Any]], sources: list[str]) -> list[str]:
     """A column name per report: its profile (or server header); where two share a name,
-    the server header, then the file name, then a number tells them apart."""
+    the transport (the same broker over TCP and WebSocket), then the server header, then
+    the file name, then a number tells them apart."""
     names = [view.one_line(r["broker"]["profile"] or r["broker"]["server"] or Path(s).stem,
                            limit=NAME) for r, s in zip(reports, sources, strict=True)]
-    extras = ([view.one_line(r["broker"]["server"] or "", limit=NAME) for r in reports],
+    extras = ([transport(r) for r in reports],
+              [view.one_line(r["broker"]["server"] or "", limit=NAME) for r in reports],
               [Path(s).stem for s in sources])
     for extra in extras:
         shared = Counter(names)
@@ -182,8 +189,8 @@ def compare_json(matrix: Matrix) -> dict[str, Any]:
         broker = report["broker"]
         brokers.append({
             "name": name, "profile": broker["profile"], "url": broker["url"],
-            "server": broker["server"], "versions": broker["versions"],
-            "tool": report["tool"],
+            "transport": transport(report), "server": broker["server"],
+            "versions": broker["versions"], "tool": report["tool"],
             "must": {version: row[column] for version, row in scores
                      if row[column] is not None},
             "outcomes": {row.key: row.cells[column] for row in matrix.rows

@@ -1,0 +1,48 @@
+"""Profiles: a profile that `extends` a shipped one gets its settings and deviations, with
+its own keys on top; a broken extension is a one-line ProfileError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.profiles import ProfileError, load_profile, shipped
+
+
+def test_every_shipped_profile_loads() -> None:
+    for name in shipped():
+        assert load_profile(name).name == name
+
+
+def test_rabbitmq_web_is_rabbitmq_over_websocket_with_its_own_deviations() -> None:
+    tcp, web = load_profile("rabbitmq"), load_profile("rabbitmq-web")
+    assert (web.host, web.login, web.queue, web.versions) == \
+        (tcp.host, tcp.login, tcp.queue, tcp.versions)
+    assert web.websocket_path == "/ws" and tcp.websocket_path is None
+    assert tcp.deviations.items() < web.deviations.items()
+    assert "websocket.disconnect-receipt-then-close" in web.deviations
+
+
+def test_an_extension_replaces_keys_and_joins_deviations(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nextends: rabbitmq\nhost: other\n"
+                    "capabilities: {nack: false}\n"
+                    "deviations:\n  frames.unknown-command: {observed: o, reason: r}\n")
+    mine, base = load_profile(str(path)), load_profile("rabbitmq")
+    assert (mine.name, mine.host, mine.login) == ("mine", "other", base.login)
+    assert not mine.supports("nack") and mine.supports("transactions")
+    assert mine.deviations["frames.unknown-command"].observed == "o"
+    assert set(mine.deviations) == set(base.deviations)
+
+
+@pytest.mark.parametrize(("extends", "message"), [
+    ("nope", "extends 'nope', which is not a shipped profile"),
+    ("17", "extends: 17 is not of type 'string'"),
+])
+def test_a_bad_extension_is_one_line(tmp_path: Path, extends: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"name: bad\nextends: {extends}\n")
+    with pytest.raises(ProfileError, match=message) as raised:
+        load_profile(str(path))
+    assert "\n" not in str(raised.value)
