@@ -86,7 +86,8 @@ def test_the_newest_stomp_subprotocol_offered_is_negotiated() -> None:
             transport = await open_transport(parse_broker(url))
             assert transport.subprotocol == "v12.stomp"
             assert transport.take_notes() == [
-                "WebSocket upgrade of /ws accepted, subprotocol v12.stomp"]
+                "WebSocket upgrade of /ws offering v12.stomp, v11.stomp, v10.stomp accepted, "
+                "subprotocol v12.stomp"]
             await transport.close()
             older = await open_transport(parse_broker(url), subprotocols=["v10.stomp",
                                                                           "v11.stomp"])
