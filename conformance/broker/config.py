@@ -51,6 +51,9 @@ class BrokerConfig:
     #: `ws_path` only
     ws_port: int | None = None
     ws_path: str = "/ws"
+    #: a WebSocket client offering no STOMP subprotocol: served without one (True) or
+    #: refused with 400 (RFC 6455 lets a server do either; STOMP says nothing of it)
+    ws_accept_unnegotiated: bool = False
     versions: tuple[str, ...] = ("1.0", "1.1", "1.2")
     #: login -> passcode; None: no authentication (a CONNECT without login is refused
     #: when users are set, unless `v10_anonymous` lets a 1.0 one in)

@@ -37,9 +37,11 @@ class Answer:
     expect_every: float = 0.0
 
 
-def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str) -> Answer:
+def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
+           bound: tuple[str, ...] | None = None) -> Answer:
     """The answer to a CONNECT (or STOMP) `frame` on a connection not yet connected;
-    `session` is the connection's id (CONNECTED's session header)."""
+    `session` is the connection's id (CONNECTED's session header); `bound`: the versions
+    the connection allows (a WebSocket client's subprotocols offered; None: any)."""
     if frame.command == "STOMP" and faults.ignore_stomp_frame:
         return Answer(refused="unknown command 'STOMP'")
     if faults.unescape_connect:
@@ -51,12 +53,15 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str) -> 
     if accept is None and faults.no_1_0_fallback:
         accept = "1.2"
     offered = parse_accept_version(accept)
-    common = [v for v in config.versions if v in offered or faults.ignore_accept_version]
+    # on a WebSocket, the versions its subprotocols name are those the client speaks there
+    speaks = tuple(v for v in config.versions if bound is None or v in bound)
+    common = [v for v in speaks if v in offered or faults.ignore_accept_version]
     if not common and not faults.accept_any_version:
+        why = "" if bound is None else " on this connection (its WebSocket subprotocols)"
         return Answer(version="1.2", close=True, frames=[Frame("ERROR", [
-            ("version", ",".join(config.versions)), ("content-type", "text/plain"),
+            ("version", ",".join(speaks)), ("content-type", "text/plain"),
             ("message", "no common protocol version")],
-            f"Supported protocol versions are {' '.join(config.versions)}".encode())])
+            f"Supported protocol versions{why} are {' '.join(speaks)}".encode())])
     version = (common[0] if faults.wrong_version else common[-1]) if common else "1.2"
     # no-unescaping: a 1.0 parser leaves escapes in header values as they came
     done = Answer(version=version, parser_version="1.0" if faults.no_unescaping else version)

@@ -97,7 +97,8 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
                                "a CR LF heart-beat between frames is refused"),
     "accept-body-on-subscribe": ("body.forbidden-frames",
                                  "a body on a frame that must not have one is accepted"),
-    # over WebSocket only (WEBSOCKET_FAULTS): the framing layer of broker/websocket.py
+    # over WebSocket only (WEBSOCKET_FAULTS): the upgrade and framing layer of
+    # broker/websocket.py
     "ws-message-is-frame": ("frames.frame-grammar",
                             "each WebSocket message is taken as whole frames: one that does "
                             "not end a frame (with its NUL) is dropped"),
@@ -110,9 +111,16 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "ws-text-as-latin1": ("value-encoding.utf8",
                           "a text WebSocket message is read as Latin-1: characters outside "
                           "it become '?'"),
+    "ws-version-outside-subprotocol": (
+        "negotiation.highest-common",
+        "the STOMP version is negotiated from CONNECT's accept-version alone, whatever "
+        "versions the client's WebSocket subprotocols offered"),
+    "ws-subprotocol-unoffered": ("connecting.connected-response",
+                                 "the WebSocket upgrade is accepted naming v12.stomp, even "
+                                 "when the client offered no subprotocol or other ones"),
 }
 
-#: the faults of the WebSocket framing layer: no case over TCP can see them
+#: the faults of the WebSocket upgrade and framing layer: no case over TCP can see them
 WEBSOCKET_FAULTS: Final[frozenset[str]] = frozenset(n for n in FAULTS if n.startswith("ws-"))
 
 
@@ -170,6 +178,8 @@ class Faults:
     ws_first_frame_only: bool = False
     ws_binary_as_text: bool = False
     ws_text_as_latin1: bool = False
+    ws_version_outside_subprotocol: bool = False
+    ws_subprotocol_unoffered: bool = False
     #: any switch on (the paths no fault bends are taken when it is False)
     active: bool = field(default=False, init=False)
 

@@ -43,10 +43,13 @@ class Refused(Exception):
 
 class BrokerProtocol:
     def __init__(self, config: BrokerConfig, faults: Faults, store: Store, consumer: Consumer,
-                 id: str, *, clock: Callable[[], float] = time.time) -> None:
+                 id: str, *, clock: Callable[[], float] = time.time,
+                 versions: tuple[str, ...] | None = None) -> None:
         """`consumer` stands for this connection in its subscriptions; `id` names it
-        (CONNECTED's session header, ack ids); `clock` gives the time of day in seconds."""
+        (CONNECTED's session header, ack ids); `clock` gives the time of day in seconds;
+        `versions` bounds the versions CONNECT may choose (None: the broker's)."""
         self.config, self.faults, self.store = config, faults, store
+        self.versions = versions
         self.consumer = consumer
         self.id = id
         self.clock = clock
@@ -222,7 +225,7 @@ class BrokerProtocol:
         if self.connected:
             self.error("a second CONNECT on one connection", frame)
             return
-        done = answer(self.config, self.faults, frame, self.id)
+        done = answer(self.config, self.faults, frame, self.id, self.versions)
         if done.version is not None:
             self.version = done.version
         if done.parser_version is not None:

@@ -86,10 +86,9 @@ class Broker:
         """A WebSocket client: its upgrade answered, then the same session as over TCP."""
         if not self._admit(writer):
             return
-        stream = await accept(reader, writer, self.config.ws_path, self.config.connect_timeout,
-                              self.faults)
+        stream = await accept(reader, writer, self.config, self.faults)
         if stream is not None:
-            await self._serve(stream, stream)
+            await self._serve(stream, stream, stream.versions)
 
     def _admit(self, writer: asyncio.StreamWriter) -> bool:
         sock = writer.get_extra_info("socket")
@@ -100,9 +99,11 @@ class Broker:
             return False
         return True
 
-    async def _serve(self, reader: Reader, writer: Writer) -> None:
+    async def _serve(self, reader: Reader, writer: Writer,
+                     versions: tuple[str, ...] | None = None) -> None:
+        """`versions`: those the connection allows (a WebSocket offer's; None: any)."""
         session = Session(self.config, self.faults, self.store, reader, writer,
-                          self.sessions)
+                          self.sessions, versions=versions)
         self.sessions.add(session)
         task = asyncio.current_task()
         if task is not None:

@@ -57,14 +57,16 @@ class Writer(Protocol):
 class Session:
     def __init__(self, config: BrokerConfig, faults: Faults, store: Store,
                  reader: Reader, writer: Writer,
-                 sessions: set[Session]) -> None:
-        """`sessions`: the broker's open sessions, this one among them until it ends."""
+                 sessions: set[Session], *, versions: tuple[str, ...] | None = None) -> None:
+        """`sessions`: the broker's open sessions, this one among them until it ends;
+        `versions`: the STOMP versions the connection allows (None: any)."""
         self.config = config
         self.reader, self.writer = reader, writer
         self.sessions = sessions
         self._transport = writer.transport
         self._loop = asyncio.get_running_loop()
-        self.protocol = BrokerProtocol(config, faults, store, self, f"s{next(_sessions)}")
+        self.protocol = BrokerProtocol(config, faults, store, self, f"s{next(_sessions)}",
+                                       versions=versions)
         self.last_write = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()  # running: cancelled when the session ends
         self._pumping = False

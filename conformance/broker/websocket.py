@@ -4,17 +4,20 @@ session's Reader and its Writer), so STOMP over WebSocket runs through the same 
 protocol as over TCP, faults and all. Framing is wsproto's (sans-IO).
 
 Negotiation: the broker serves `ws_path` only (404 elsewhere) and picks the newest STOMP
-subprotocol the client offers (v12.stomp, then v11.stomp, then v10.stomp). A client that
-offers none is refused with 400: STOMP over WebSocket is always negotiated (RabbitMQ,
-ActiveMQ and the browser clients all offer the subprotocols), so a client offering none is
-not speaking it, and refusing says so at the handshake rather than at the first frame.
-The subprotocol does not choose the STOMP version: CONNECT's accept-version does.
+subprotocol the client offers of a version it speaks (v12.stomp, then v11.stomp, then
+v10.stomp). A client that offers none is refused with 400 (unless `ws_accept_unnegotiated`):
+STOMP over WebSocket is always negotiated (RabbitMQ, ActiveMQ and the browser clients all
+offer the subprotocols), so a client offering none is not speaking it, and refusing says so
+at the handshake rather than at the first frame. The versions the offer names bound the
+session's (`WebSocketStream.versions`): CONNECT's accept-version chooses among them, so a
+client that offered v11.stomp alone, having said it speaks 1.1 on this connection, is never
+given 1.2.
 
 Reading: the bytes of text and binary messages alike, in order (a frame may span messages,
 and a message hold several frames); pings are answered; the client's close is answered and
-is the end of input (the ws- faults of faults.py bend how messages are read). Writing:
-each frame one message (text when valid UTF-8, else binary), a heart-beat EOL too;
-`write_eof` is the broker's close (code 1000)."""
+is the end of input (the ws- faults of faults.py bend the upgrade and how messages are
+read). Writing: each frame one message (text when valid UTF-8, else binary), a heart-beat
+EOL too; `write_eof` is the broker's close (code 1000)."""
 
 from __future__ import annotations
 
@@ -38,8 +41,9 @@ from wsproto.events import (
 )
 from wsproto.utilities import ProtocolError
 
+from conformance.broker.config import BrokerConfig
 from conformance.broker.faults import Faults
-from conformance.wire.websocket import STOMP_SUBPROTOCOLS, is_text
+from conformance.wire.websocket import STOMP_SUBPROTOCOLS, SUBPROTOCOL_VERSIONS, is_text
 
 NO_FAULTS = Faults()
 _BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n"
@@ -47,19 +51,33 @@ _BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n"
                 b"expected a WebSocket upgrade (STOMP) here")
 
 
-def choose(offered: Iterable[str]) -> str | None:
-    """The newest STOMP subprotocol among those offered, or None."""
-    offers = set(offered)
-    return next((name for name in STOMP_SUBPROTOCOLS if name in offers), None)
+def choose(offered: Iterable[str],
+           versions: Iterable[str] = tuple(SUBPROTOCOL_VERSIONS.values())) -> str | None:
+    """The newest STOMP subprotocol among those offered whose version is among `versions`
+    (those the broker speaks), or None."""
+    offers, speaks = set(offered), set(versions)
+    return next((name for name in STOMP_SUBPROTOCOLS
+                 if name in offers and SUBPROTOCOL_VERSIONS[name] in speaks), None)
+
+
+def offered_versions(offered: Iterable[str]) -> tuple[str, ...] | None:
+    """The STOMP versions the subprotocols offered name, oldest first; None when they name
+    none (the session is then not bound by the offer)."""
+    names = set(offered)
+    versions = tuple(v for name, v in reversed(SUBPROTOCOL_VERSIONS.items()) if name in names)
+    return versions or None
 
 
 class WebSocketStream:
     """A session's Reader and Writer over an accepted WebSocket."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 ws: WSConnection, subprotocol: str, faults: Faults = NO_FAULTS) -> None:
+                 ws: WSConnection, subprotocol: str | None, faults: Faults = NO_FAULTS, *,
+                 versions: tuple[str, ...] | None = None) -> None:
         self._reader, self._writer, self._ws = reader, writer, ws
         self.subprotocol = subprotocol
+        #: the STOMP versions the client's offer allows on this connection (None: any)
+        self.versions = versions
         self._faults = faults
         self._message = b""  # a message so far, when faults read messages whole
         self._inbox: deque[bytes] = deque()
@@ -165,13 +183,13 @@ class WebSocketStream:
         self._writer.close()
 
 
-async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str,
-                 timeout: float, faults: Faults = NO_FAULTS) -> WebSocketStream | None:
-    """The server's side of the upgrade within `timeout` seconds: a stream once accepted,
+async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 config: BrokerConfig, faults: Faults = NO_FAULTS) -> WebSocketStream | None:
+    """The server's side of the upgrade within the connect timeout: a stream once accepted,
     None once refused (with 400 or 404) or given up (the connection is then closed)."""
     ws = WSConnection(ConnectionType.SERVER)
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(config.connect_timeout):
             while True:
                 data = await reader.read(65536)
                 if not data:
@@ -179,7 +197,7 @@ async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pat
                 ws.receive_data(data)
                 request = next((e for e in ws.events() if isinstance(e, Request)), None)
                 if request is not None:
-                    return _answer(reader, writer, ws, request, path, faults)
+                    return _answer(reader, writer, ws, request, config, faults)
     except ProtocolError:  # not an HTTP upgrade request
         writer.write(_BAD_REQUEST)
     except (TimeoutError, ConnectionError, OSError):
@@ -189,17 +207,26 @@ async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pat
 
 
 def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ws: WSConnection,
-            request: Request, path: str, faults: Faults) -> WebSocketStream | None:
-    target = request.target.partition("?")[0]
-    subprotocol = choose(request.subprotocols)
+            request: Request, config: BrokerConfig, faults: Faults) -> WebSocketStream | None:
+    target, path = request.target.partition("?")[0], config.ws_path
+    subprotocol = choose(request.subprotocols, config.versions)
+    versions = offered_versions(request.subprotocols)
     if target != path:
         status, text = 404, f"no STOMP endpoint at {target}: it is at {path}"
-    elif subprotocol is None:
+    elif faults.ws_subprotocol_unoffered:  # named whatever was offered: wsproto would not
+        writer.write(ws.send(AcceptConnection(extra_headers=[
+            (b"Sec-WebSocket-Protocol", b"v12.stomp")])))
+        return WebSocketStream(reader, writer, ws, "v12.stomp", faults, versions=versions)
+    elif subprotocol is not None or (versions is None and config.ws_accept_unnegotiated):
+        writer.write(ws.send(AcceptConnection(subprotocol=subprotocol)))
+        bound = None if faults.ws_version_outside_subprotocol else versions
+        return WebSocketStream(reader, writer, ws, subprotocol, faults, versions=bound)
+    elif versions is None:
         status, text = 400, ("no STOMP subprotocol offered: offer v12.stomp, v11.stomp or "
                              "v10.stomp")
     else:
-        writer.write(ws.send(AcceptConnection(subprotocol=subprotocol)))
-        return WebSocketStream(reader, writer, ws, subprotocol, faults)
+        status, text = 400, (f"no STOMP subprotocol offered of a version this broker speaks "
+                             f"({', '.join(config.versions)})")
     body = text.encode("utf-8")
     writer.write(ws.send(RejectConnection(status_code=status, has_body=True, headers=[
         (b"content-type", b"text/plain; charset=utf-8"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from conformance.codec import Frame
@@ -15,7 +15,7 @@ from conformance.runner.results import Outcome, Refusal
 from conformance.scenario import Case, Step
 from conformance.spec.grammar import HEART_BEAT
 from conformance.wire.connection import Connection
-from conformance.wire.stream import TransportError
+from conformance.wire.stream import SubprotocolNotOffered, TransportError, WebSocketRefused
 from conformance.wire.target import Target
 from conformance.wire.transcript import Record, Transcript
 
@@ -32,6 +32,16 @@ class StepFailed(Exception):
 
 class CaseError(Exception):
     """The case itself cannot go on (a connection it names was never opened...)."""
+
+
+class UpgradeRefused(CaseError):
+    """The broker refused the WebSocket upgrade: an error of the case, unless the step that
+    opened the connection grades the refusal (`open` with `refused`)."""
+
+
+class CaseDecided(Exception):
+    """A step graded the case (CaseRun.grade) and left the steps after it nothing to
+    check: the case ends there, with the grades it has."""
 
 
 class SetupRefused(CaseError):
@@ -87,12 +97,25 @@ class CaseRun:
         pairs = given.items() if isinstance(given, dict) else (given or [])
         return [(self.substitute(str(k)), self.substitute(str(v))) for k, v in pairs]
 
-    async def open(self, name: str) -> Connection:
+    async def open(self, name: str, subprotocols: Sequence[str] | None = None) -> Connection:
+        """Connection `name`, offering `subprotocols` over WebSocket (None: the target's
+        offer). A broker naming a subprotocol not offered fails the case (RFC 6455: the
+        client MUST fail that connection, so no STOMP session legitimately starts)."""
         if name in self.connections:
             raise CaseError(f"connection {name!r} is already open")
         try:
-            transport = await self.target.open()
+            transport = await self.target.open(subprotocols=subprotocols)
         except TransportError as error:
+            if self.target.address.websocket:  # the offer, which no transport can tell now
+                offer = ", ".join(self.target.offer(subprotocols)) or "no subprotocol"
+                self.transcript.add(Record(self.clock(), "note", name,
+                                           note=f"WebSocket upgrade offering {offer}: {error}"))
+            if isinstance(error, SubprotocolNotOffered):
+                raise StepFailed("the upgrade refused, or accepted naming a subprotocol "
+                                 "offered (or none)", str(error),
+                                 grade=Outcome.FAILED) from None
+            if isinstance(error, WebSocketRefused):
+                raise UpgradeRefused(str(error)) from None
             raise CaseError(str(error)) from None
         self.transcript.add(Record(self.clock(), "note", name, note=f"open {transport.peer}"))
         conn = Connection(name, transport, self.transcript, self.clock)

@@ -42,6 +42,11 @@ class WebSocketRefused(ConnectError):
     the subprotocols offered."""
 
 
+class SubprotocolNotOffered(ConnectError):
+    """The broker accepted the WebSocket upgrade naming a subprotocol the client did not
+    offer: no refusal, a broken handshake, which RFC 6455 makes the client fail."""
+
+
 class Transport(ABC):
     """A connected byte stream to a broker: TCP (with TLS or not), or WebSocket messages
     carrying the bytes; the runner does not tell them apart."""

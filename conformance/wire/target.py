@@ -4,7 +4,7 @@ the run's settings (credentials, virtual host) with their one order of precedenc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast
 
@@ -12,6 +12,7 @@ from conformance.profiles import Profile
 from conformance.spec.grammar import Version
 from conformance.wire.stream import Transport
 from conformance.wire.transport import BrokerAddress, TlsOptions, open_transport
+from conformance.wire.websocket import STOMP_SUBPROTOCOLS
 
 
 class HarnessError(Exception):
@@ -60,8 +61,16 @@ class Target:
             return replace(self.address, path=path)
         return self.address
 
-    async def open(self, timeout: float = 10.0) -> Transport:
+    def offer(self, subprotocols: Sequence[str] | None = None) -> tuple[str, ...]:
+        """The subprotocols a WebSocket connection offers: `subprotocols` when given, else
+        the profile's, else the STOMP ones."""
+        if subprotocols is None:
+            subprotocols = self.profile.subprotocols
+        return STOMP_SUBPROTOCOLS if subprotocols is None else tuple(subprotocols)
+
+    async def open(self, timeout: float = 10.0, *,
+                   subprotocols: Sequence[str] | None = None) -> Transport:
         """A transport to the broker (`open_transport` with the TLS options, and over
-        WebSocket the profile's subprotocols and path)."""
+        WebSocket the path and the subprotocols of `offer`)."""
         return await open_transport(self.endpoint, tls=self.tls, timeout=timeout,
-                                    subprotocols=self.profile.subprotocols)
+                                    subprotocols=self.offer(subprotocols))

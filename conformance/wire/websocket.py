@@ -38,20 +38,24 @@ from wsproto.utilities import ProtocolError
 
 from conformance.wire.stream import (
     ConnectTimeout,
+    SubprotocolNotOffered,
     Transport,
     TransportClosed,
     TransportError,
     WebSocketRefused,
 )
 
-#: the STOMP subprotocols, newest first: what a client offers by default and the order in
-#: which a broker prefers them
-STOMP_SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp")
+#: the STOMP subprotocols of the IANA WebSocket subprotocol registry and the STOMP version
+#: each names, newest first: what a client offers by default and the order in which a
+#: broker prefers them
+SUBPROTOCOL_VERSIONS = {"v12.stomp": "1.2", "v11.stomp": "1.1", "v10.stomp": "1.0"}
+STOMP_SUBPROTOCOLS = tuple(SUBPROTOCOL_VERSIONS)
 MessageType = Literal["auto", "text", "binary"]
 MESSAGE_TYPES: tuple[MessageType, ...] = ("auto", "text", "binary")
 _CLOSE_WAIT = 2.0  # seconds to wait for the broker's answer to this side's close
 _NOTES = 256  # notes kept until taken: a transport nobody takes them from stays small
 _REFUSAL_BODY = 200  # octets of a refusal's body kept for its message
+_HEAD = 16384  # octets of the answer's status line and headers kept to explain a failure
 
 
 def is_text(data: bytes) -> bool:
@@ -242,15 +246,17 @@ async def upgrade(lower: Transport, host: str, path: str, *,
                   timeout: float = 10.0) -> WebSocketTransport:
     """The WebSocket handshake over `lower` (connected to `host`, the Host header), asking
     for `path` and offering `subprotocols`; raises WebSocketRefused when the broker refuses
-    the upgrade or accepts none of them (when some were offered), ConnectTimeout when it
-    does not answer within `timeout` seconds. `lower` is aborted on failure."""
+    the upgrade or accepts none of them (when some were offered), SubprotocolNotOffered when
+    it accepts naming one not offered, ConnectTimeout when it does not answer within
+    `timeout` seconds. `lower` is aborted on failure."""
     ws = WSConnection(ConnectionType.CLIENT)
     where = lower.peer
+    offer = ", ".join(subprotocols) or "no subprotocol"
     try:
         async with asyncio.timeout(timeout):
             await lower.send(ws.send(Request(host=host, target=path,
                                              subprotocols=list(subprotocols))))
-            accepted = await _answer(lower, ws, where)
+            accepted = await _answer(lower, ws, where, subprotocols)
     except TimeoutError:
         await lower.abort()
         raise ConnectTimeout(f"WebSocket handshake with {where}: no answer within "
@@ -263,7 +269,7 @@ async def upgrade(lower: Transport, host: str, path: str, *,
         raise WebSocketRefused(f"WebSocket handshake with {where}: the broker accepted none of "
                                f"the subprotocols offered ({', '.join(subprotocols)})")
     transport = WebSocketTransport(lower, ws, accepted.subprotocol, message_type=message_type)
-    transport.note(f"WebSocket upgrade of {path} accepted, subprotocol "
+    transport.note(f"WebSocket upgrade of {path} offering {offer} accepted, subprotocol "
                    f"{accepted.subprotocol or 'none'}")
     try:  # what came with the answer, such as a ping
         await transport.handle(list(ws.events()))
@@ -274,14 +280,16 @@ async def upgrade(lower: Transport, host: str, path: str, *,
     return transport
 
 
-async def _answer(lower: Transport, ws: WSConnection, where: str) -> AcceptConnection:
+async def _answer(lower: Transport, ws: WSConnection, where: str,
+                  offered: Sequence[str]) -> AcceptConnection:
     """The broker's answer to the upgrade request: accepted, or a one-line refusal."""
-    first_line = body = b""
+    head = body = b""
     refusal: RejectConnection | None = None
     while True:
         data = await lower.receive(65536)
-        if not first_line:
-            first_line = data.partition(b"\n")[0].rstrip(b"\r")
+        if len(head) < _HEAD:
+            head = (head + data)[:_HEAD]
+        first_line = head.partition(b"\n")[0].rstrip(b"\r")
         if not data:
             if refusal is not None:  # a body that ends with the connection
                 break
@@ -297,6 +305,12 @@ async def _answer(lower: Transport, ws: WSConnection, where: str) -> AcceptConne
                 elif isinstance(event, RejectData):
                     body = (body + bytes(event.data))[:_REFUSAL_BODY]
         except ProtocolError as error:
+            named = _unoffered(head, offered)
+            if named is not None:
+                raise SubprotocolNotOffered(
+                    f"WebSocket handshake with {where}: the broker accepted the upgrade naming "
+                    f"subprotocol {_one_line(named, 60)!r}, which was not offered (offered: "
+                    f"{', '.join(offered) or 'none'})") from None
             status = first_line.decode("latin-1")
             said = f" (it said {_one_line(status)!r})" if status else ""
             raise WebSocketRefused(f"WebSocket handshake with {where} failed: "
@@ -310,3 +324,17 @@ async def _answer(lower: Transport, ws: WSConnection, where: str) -> AcceptConne
     detail = f": {_one_line(text, 100)}" if text else ""
     raise WebSocketRefused(f"WebSocket upgrade refused by {where}: HTTP "
                            f"{_one_line(status) or refusal.status_code}{detail}")
+
+
+def _unoffered(head: bytes, offered: Sequence[str]) -> str | None:
+    """The subprotocol a 101 answer (its status line and headers, `head`) names that is not
+    among those `offered`, if it names one."""
+    lines = head.partition(b"\r\n\r\n")[0].split(b"\r\n")
+    if lines[0].split(b" ")[1:2] != [b"101"]:
+        return None
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"sec-websocket-protocol":
+            named = value.strip().decode("latin-1")
+            return None if named in offered else named
+    return None

@@ -5,8 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.codec import Frame, encode_raw
-from conformance.runner.case_run import CaseRun, SetupRefused, StepFailed, heart_beat_pair
-from conformance.runner.results import Refusal
+from conformance.runner.case_run import (
+    CaseDecided,
+    CaseRun,
+    SetupRefused,
+    StepFailed,
+    UpgradeRefused,
+    heart_beat_pair,
+)
+from conformance.runner.results import Outcome, Refusal
 from conformance.runner.steps.expectations import DEFAULT_WITHIN
 from conformance.spec.grammar import VERSIONS, parse_accept_version
 from conformance.wire.connection import Closed, Connection, Received, brief, describe
@@ -14,7 +21,18 @@ from conformance.wire.handshake import connect_headers
 
 
 async def step_open(run: CaseRun, args: dict[str, Any]) -> None:
-    await run.open(args.get("conn", "main"))
+    """Open a connection offering `ws.subprotocols` over WebSocket; with `refused`, a
+    refused upgrade ends the case with that grade (else it is the case's error)."""
+    subprotocols = (args.get("ws") or {}).get("subprotocols")
+    try:
+        await run.open(args.get("conn", "main"), subprotocols)
+    except UpgradeRefused as refusal:
+        if "refused" not in args:
+            raise
+        graded = args["refused"]
+        note = graded.get("note", "")
+        run.grade(Outcome(graded["grade"]), f"{note}: {refusal}" if note else str(refusal))
+        raise CaseDecided() from None
 
 
 def refusal(run: CaseRun, conn: Connection, event: Received | None) -> bool:
