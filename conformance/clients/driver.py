@@ -44,7 +44,8 @@ class Client:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.version = "1.2"
-        self.parser = Parser(version="1.2", strict=False)
+        self.parser = Parser(version="1.2", strict=False,
+                             content_length="read-to-nul" not in faults)
         self.messages: list[Frame] = []
         self.waiting: dict[str, asyncio.Future[Frame]] = {}  # CONNECTED, receipt ids
         self.tasks: list[asyncio.Task[None]] = []
@@ -84,15 +85,18 @@ class Client:
 
     async def read(self) -> None:
         assert self.reader is not None
-        while data := await self.reader.read(65536):
-            try:
-                events = self.parser.feed(data)
-            except StompError as error:
-                print(f"unreadable frame: {error}", file=sys.stderr)
-                break
-            for event in events:
-                if not isinstance(event, Heartbeat):
-                    self.received(event)
+        try:
+            while data := await self.reader.read(65536):
+                try:
+                    events = self.parser.feed(data)
+                except StompError as error:
+                    print(f"unreadable frame: {error}", file=sys.stderr)
+                    break
+                for event in events:
+                    if not isinstance(event, Heartbeat):
+                        self.received(event)
+        except OSError as error:  # a reset: the connection is gone all the same
+            print(f"connection lost: {error}", file=sys.stderr)
         for waiter in self.waiting.values():
             if not waiter.done():
                 waiter.set_exception(ConnectionError("the server closed the connection"))

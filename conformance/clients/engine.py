@@ -112,11 +112,11 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
 
 async def run_client_cases(cases: Iterable[Case], driver: str, *, jobs: int = 4,
                            timeout: float = 30.0, transport: str = "tcp",
-                           info: ClientInfo | None = None,
+                           info: ClientInfo | None = None, run_id: str = "",
                            done: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
     """Every case at each of its versions, `jobs` at once, in case order."""
     gate = asyncio.Semaphore(jobs)
-    run_id = secrets.token_hex(3)
+    run_id = run_id or secrets.token_hex(3)
 
     async def one(case: Case, version: str) -> CaseResult:
         async with gate:

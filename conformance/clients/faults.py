@@ -21,6 +21,8 @@ CLIENT_FAULTS: Final[dict[str, tuple[str, str]]] = {
                       "offers heart-beats in CONNECT but never sends one"),
     "slow-heartbeats": ("heart-beating.negotiated-interval",
                         "sends heart-beats at three times the negotiated interval"),
+    "read-to-nul": ("content-length.read-octets",
+                    "reads a body up to its first NUL, whatever content-length says"),
     "last-header-wins": ("repeated-headers.first-wins",
                          "reports the last of repeated MESSAGE headers"),
     "crlf-not-eol": ("frames.eol-cr-optional",

@@ -33,6 +33,11 @@ CLIENT, DRIVER = "client", "driver"
 NOTE_CHARS = 400
 
 
+def passcode(run_id: str) -> str:
+    """The passcode a run's cases give the driver (and its reports scrub)."""
+    return f"pw-{run_id}"
+
+
 class Unsupported(Exception):
     """The driver says its library cannot do what the case asks: graded unsupported."""
 
@@ -51,7 +56,7 @@ class ClientRun:
         unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
         self.variables: dict[str, str] = {
             "url": "", "version": version, "queue": f"/queue/{unique}", "id": unique,
-            "host": "localhost", "login": "guest", "passcode": f"pw-{run_id}",
+            "host": "localhost", "login": "guest", "passcode": passcode(run_id),
         }
         self.server: asyncio.Server | None = None
         self.arrivals: asyncio.Queue[Transport] = asyncio.Queue()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -190,11 +191,31 @@ def capture_event(event: dict[str, Any], args: dict[str, Any], run: ClientRun) -
 
 async def step_expect_event(run: ClientRun, args: dict[str, Any]) -> None:
     within = args.get("within", DEFAULT_WITHIN)
-    event = await run.next_event(within, done=args["event"] == "done")
+    if args["event"] == "done":
+        event = await _done(run, args, within)
+    else:
+        event = await run.next_event(within)
     if event is not None and event_mismatch(event, args, run) is None:
         capture_event(event, args, run)
         return
     raise StepFailed(describe_wanted(args, run), describe_event(event, within))
+
+
+async def _done(run: ClientRun, args: dict[str, Any], within: float) -> dict[str, Any] | None:
+    """The `done` (or `failed`) of the op `args` names, passing over those of earlier
+    commands; the other events reported meanwhile stay for the next steps."""
+    deadline = time.monotonic() + within
+    others: list[dict[str, Any]] = []
+    try:
+        while (event := await run.next_event(max(0.0, deadline - time.monotonic()),
+                                             done=True)) is not None:
+            if event["event"] not in ("done", "failed"):
+                others.append(event)
+            elif "op" not in args or event.get("op") == args["op"]:
+                return event
+        return None
+    finally:
+        run.pending[:0] = others
 
 
 async def step_expect_any(run: ClientRun, alternatives: list[dict[str, Any]]) -> None:
