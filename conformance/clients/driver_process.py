@@ -65,8 +65,9 @@ class Driver:
     def name(self) -> str:
         return os.path.basename(self.argv[0])
 
-    async def start(self, within: float = READY_WITHIN) -> dict[str, Any]:
-        """Start the process and wait for its `ready` event."""
+    async def start(self, within: float | None = None) -> dict[str, Any]:
+        """Start the process and wait for its `ready` event (READY_WITHIN seconds)."""
+        within = READY_WITHIN if within is None else within
         try:
             self.process = await asyncio.create_subprocess_exec(
                 *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -100,11 +100,25 @@ class ClientRun:
         """The client's connection: the one accepted already, or the next to arrive."""
         if self.conn is not None:
             return self.conn
+        deadline = time.monotonic() + within
+        arriving = asyncio.ensure_future(self.arrivals.get())
         try:
-            transport = await asyncio.wait_for(self.arrivals.get(), within)
-        except TimeoutError:
-            raise StepFailed(f"the client to connect within {within:g} s",
-                             "no connection") from None
+            # the driver's events meanwhile: a connect it failed (or cannot do) ends the wait
+            while not arriving.done() and (left := deadline - time.monotonic()) > 0:
+                reporting = asyncio.ensure_future(self.next_event(left))
+                await asyncio.wait({arriving, reporting}, return_when=asyncio.FIRST_COMPLETED)
+                if not reporting.done():
+                    reporting.cancel()
+                    continue
+                event = reporting.result()  # raises for a failed command
+                if event is not None:
+                    self.pending.append(event)
+        finally:
+            if not arriving.done():
+                arriving.cancel()
+        if not arriving.done() or arriving.cancelled():
+            raise StepFailed(f"the client to connect within {within:g} s", "no connection")
+        transport = arriving.result()
         self.note(CLIENT, f"accepted {transport.peer}")
         conn = Connection(CLIENT, transport, self.transcript, self.clock, peer="client")
         conn.set_version(self.version)
