@@ -30,7 +30,7 @@ from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
 from conformance.runner.results import SEVERITY, CaseResult, Outcome, worst
 from conformance.scenario import Case
-from conformance.spec import catalogue
+from conformance.spec import Statement, catalogue
 from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
@@ -67,16 +67,22 @@ class Coverage:
         }
 
 
-def coverage(cases: Iterable[Case]) -> Coverage:
+def coverage(cases: Iterable[Case], *, client: bool = False) -> Coverage:
+    """The observable statement-version pairs `cases` cover; `client`: of the client
+    cases, the statements a scripted broker can see a client follow or break."""
     chosen = list(cases)
+
+    def seen(statement: Statement) -> bool:
+        return statement.client_observable if client else statement.observable
+
     covered: dict[tuple[str, str], list[str]] = {}
     for case in chosen:
         for statement_id in case.statements:
             statement = catalogue()[statement_id]
             for version in case.versions:
-                if version in statement.versions and statement.observable:
+                if version in statement.versions and seen(statement):
                     covered.setdefault((statement_id, version), []).append(case.id)
-    uncovered: list[tuple[str, str]] = [(s.id, v) for s in catalogue() if s.observable
+    uncovered: list[tuple[str, str]] = [(s.id, v) for s in catalogue() if seen(s)
                                         for v in s.versions if (s.id, v) not in covered]
     return Coverage(covered, uncovered, [c.id for c in chosen if not c.statements])
 

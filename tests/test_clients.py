@@ -150,3 +150,13 @@ def test_the_verb_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["clients", "-k", "no-such-case"]) == 2
     err = capsys.readouterr().err
     assert "no case could be graded" in err and "--driver:" in err
+
+
+def test_coverage_counts_client_statements_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["coverage", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    clients = report["clients"]
+    assert clients["covered_pairs"] >= 30
+    assert {"statement": "ack.id-required", "version": "1.2",
+            "cases": ["clients.ack.v12-ack-header"]} in clients["covered"]
+    assert report["uncovered"] == []  # the broker numbers are unchanged
