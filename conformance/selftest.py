@@ -1,5 +1,6 @@
 """Proof that the catalogue is right: coverage of the statement catalogue by cases, and the
-self-test against the reference broker and its faults.
+self-test against the reference broker and its faults (and of the client cases against the
+reference driver and its faults).
 
 A case that passes on every broker proves nothing, so the self-test (a) runs the catalogue
 against the clean reference broker, where every case must pass, and (b) runs cases against
@@ -23,11 +24,13 @@ from dataclasses import dataclass, field, replace
 from conformance.broker import FAULTS, embedded
 from conformance.broker.faults import WEBSOCKET_FAULTS
 from conformance.broker.variants import VARIANTS, Variant, variant
+from conformance.clients import REFERENCE_DRIVER, run_client_cases
+from conformance.clients.faults import CLIENT_FAULTS
 from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
 from conformance.runner.results import SEVERITY, CaseResult, Outcome, worst
 from conformance.scenario import Case
-from conformance.spec import catalogue
+from conformance.spec import Statement, catalogue
 from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
@@ -64,16 +67,22 @@ class Coverage:
         }
 
 
-def coverage(cases: Iterable[Case]) -> Coverage:
+def coverage(cases: Iterable[Case], *, client: bool = False) -> Coverage:
+    """The observable statement-version pairs `cases` cover; `client`: of the client
+    cases, the statements a scripted broker can see a client follow or break."""
     chosen = list(cases)
+
+    def seen(statement: Statement) -> bool:
+        return statement.client_observable if client else statement.observable
+
     covered: dict[tuple[str, str], list[str]] = {}
     for case in chosen:
         for statement_id in case.statements:
             statement = catalogue()[statement_id]
             for version in case.versions:
-                if version in statement.versions and statement.observable:
+                if version in statement.versions and seen(statement):
                     covered.setdefault((statement_id, version), []).append(case.id)
-    uncovered: list[tuple[str, str]] = [(s.id, v) for s in catalogue() if s.observable
+    uncovered: list[tuple[str, str]] = [(s.id, v) for s in catalogue() if seen(s)
                                         for v in s.versions if (s.id, v) not in covered]
     return Coverage(covered, uncovered, [c.id for c in chosen if not c.statements])
 
@@ -262,3 +271,30 @@ async def selftest_variants(cases: list[Case], variants: Iterable[Variant], *, j
 
     progress(f"{len(cases)} cases under {len(chosen)} broker configurations")
     return Variants(list(await asyncio.gather(*(one(v) for v in chosen))))
+
+
+# -- the client catalogue -------------------------------------------------------------------
+
+def planned_client_faults(case: Case) -> list[str]:
+    return [t.split(":", 1)[1] for t in case.tags if t.startswith("fault:")
+            and t.split(":", 1)[1] in CLIENT_FAULTS]
+
+
+async def client_selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
+                          timeout: float = 30.0, driver: str = REFERENCE_DRIVER,
+                          progress: Callable[[str], None] = lambda _: None) -> SelfTest:
+    """The client cases against the reference driver (every case must pass) and against
+    it under each of its faults (every case must fail under one, each fault must make one
+    fail): under the faults each case's tags name, or with `full` every fault."""
+    progress(f"the client cases against the reference driver ({len(cases)} cases)")
+    result = SelfTest(await run_client_cases(cases, driver, jobs=jobs, timeout=timeout))
+    for fault in CLIENT_FAULTS:
+        picked = [c for c in cases if full or fault in planned_client_faults(c)]
+        results = await run_client_cases(picked, f"{driver} --fault {fault}", jobs=jobs,
+                                         timeout=timeout) if picked else []
+        row = result.matrix.setdefault(fault, {})
+        for r in results:  # a case is as bad as its worst version
+            row[r.id] = worst(row.get(r.id, Outcome.PASSED), r.outcome)
+        progress(f"fault {fault}: {sum(result.killed(i, o) for i, o in row.items())} of "
+                 f"{len(picked)} cases killed")
+    return result

@@ -15,7 +15,7 @@ PACKAGE = Path(conformance.__file__).parent
 #: the rooms from the bottom up: each may import only those before it (and itself)
 LAYERS = [
     "spec", "codec", "files", "profiles", "wire", "scenario", "probes", "runner", "broker",
-    "report", "selftest", "fuzz.parsing", "fuzz.inputs", "fuzz.network", "fuzz.stateful",
+    "clients", "report", "selftest", "fuzz.parsing", "fuzz.inputs", "fuzz.network", "fuzz.stateful",
     "pipeline", "pytest_plugin", "cli",
 ]
 MAX_LINES = 520

@@ -13,6 +13,7 @@ from conformance import __version__
 from conformance.cli import (
     broker,
     catalogue,
+    clients,
     compare,
     fuzz,
     pipeline,
@@ -27,7 +28,7 @@ from conformance.scenario import CaseLoadError
 
 #: the verbs' order in --help
 VERBS = (catalogue.add_spec, run.add, broker.add, fuzz.add, replay.add, stateful.add,
-         probe.add, pipeline.add, compare.add, catalogue.add_coverage, selftest.add,
+         probe.add, pipeline.add, compare.add, clients.add, catalogue.add_coverage, selftest.add,
          catalogue.add_list, catalogue.add_show)
 
 

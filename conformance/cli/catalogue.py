@@ -123,9 +123,11 @@ def show_command(args: argparse.Namespace) -> Exit:
 
 
 def coverage_command(args: argparse.Namespace) -> Exit:
+    """The broker cases' coverage (which decides the exit code), then the client cases'."""
     report = coverage(chosen_cases(args))
+    clients = coverage(chosen_cases(args, client=True), client=True)
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
+        json.dump({**report.to_json(), "clients": clients.to_json()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         console = make_console()
@@ -133,7 +135,13 @@ def coverage_command(args: argparse.Namespace) -> Exit:
             console.print(Text(f"not covered  {statement} [STOMP {version}]", style="yellow"))
         for orphan in report.orphans:
             console.print(Text(f"no statement  {orphan}", style="yellow"))
+        for statement, version in clients.uncovered:
+            console.print(Text(f"not covered by a client case  {statement} [STOMP {version}]",
+                               style="dim"))
         console.print(f"{len(report.covered)} of {len(report.covered) + len(report.uncovered)} "
                       f"observable statement-version pairs covered ({report.rate:.1%}); "
                       f"{len(report.orphans)} cases name no statement")
+        console.print(f"clients: {len(clients.covered)} of "
+                      f"{len(clients.covered) + len(clients.uncovered)} client-observable "
+                      f"statement-version pairs covered by client cases ({clients.rate:.1%})")
     return Exit.OK if not report.uncovered and not report.orphans else Exit.FAILED

@@ -152,9 +152,11 @@ def default_cases() -> Path:
     return checkout if checkout.is_dir() else here / "cases"
 
 
-def chosen_cases(args: argparse.Namespace) -> list[Case]:
-    """The cases named by --cases (default: the shipped catalogue), filtered by the flags."""
-    cases = load_cases([Path(p) for p in args.cases] if args.cases else [default_cases()])
+def chosen_cases(args: argparse.Namespace, *, client: bool = False) -> list[Case]:
+    """The cases named by --cases (default: the shipped catalogue), filtered by the flags;
+    `client`: the client cases there instead of the broker cases."""
+    cases = load_cases([Path(p) for p in args.cases] if args.cases else [default_cases()],
+                       client=client)
     chosen = []
     for case in cases:
         if args.tag and args.tag not in case.tags:

@@ -1,5 +1,6 @@
-"""The judge of what a broker sends: checks a server frame against the statements of the
-negotiated version and returns every violation, each naming its statement."""
+"""The judge of what a peer sends: a server frame (what a broker sends) or a client frame
+(what a client library sends) checked against the statements of the negotiated version;
+every violation returned names its statement."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from collections.abc import Callable, Mapping, Sequence
 from conformance.codec.events import Frame, Violation
 from conformance.spec import statement_id
 from conformance.spec.grammar import (
+    ACK_MODES,
     BODY_COMMANDS,
+    CLIENT_COMMANDS,
+    CLIENT_REQUIRED_HEADERS,
     HEART_BEAT,
     MIME_TYPE,
     SERVER_COMMANDS,
@@ -55,6 +59,46 @@ def validate_server_frame(frame: Frame, *, version: Version,
                     "an 'ack' header")
     elif command == "ERROR" and "message" not in frame:
         violate("error.message-header", "ERROR without a 'message' header")
+    _check_content(frame, version, violate)
+    return found
+
+
+def validate_client_frame(frame: Frame, *, version: Version) -> list[Violation]:
+    """Violations of `frame`, received from a client in a session of `version` (for
+    CONNECT and STOMP: the version the client was asked to offer). Violations the parser
+    recorded on the frame are not repeated."""
+    found: list[Violation] = []
+
+    def violate(rule: str, message: str) -> None:
+        found.append(Violation(statement_id(rule, version), message,
+                               frame.offset if frame.offset >= 0 else None))
+
+    command = frame.command
+    if command not in CLIENT_COMMANDS or version not in CLIENT_REQUIRED_HEADERS[command]:
+        violate("frames.command-grammar", f"a client sent {command[:40]!r}, which is not a "
+                f"STOMP {version} client command")
+        return found
+    for name, statement in CLIENT_REQUIRED_HEADERS[command][version]:
+        if name not in frame:
+            violate(statement, f"{command} without the required {name!r} header")
+    if frame.body and command not in BODY_COMMANDS and version != "1.0":
+        violate("body.forbidden-frames", f"a {command} frame must not have a body")
+    if command in ("CONNECT", "STOMP") and version != "1.0":
+        heart_beat = frame.get("heart-beat")
+        if heart_beat is not None and not HEART_BEAT.match(heart_beat):
+            violate("heart-beating.header-format", f"heart-beat {heart_beat[:40]!r} is not "
+                    "two integers separated by a comma")
+    elif command == "SUBSCRIBE":
+        mode = frame.get("ack")
+        if mode is not None and mode not in ACK_MODES[version]:
+            violate("subscribe-ack.valid-values", f"SUBSCRIBE with ack mode {mode[:40]!r}")
+    _check_content(frame, version, violate)
+    return found
+
+
+def _check_content(frame: Frame, version: Version, violate: Callable[[str, str], None]) -> None:
+    """content-length and content-type of a frame with a body (1.1 and 1.2)."""
+    command = frame.command
     if command in BODY_COMMANDS and frame.body and version != "1.0":
         if "content-length" not in frame:
             violate("content-length.should-include", f"{command} with a body but no "
@@ -63,7 +107,6 @@ def validate_server_frame(frame: Frame, *, version: Version,
         if content_type is not None and not MIME_TYPE.match(content_type):
             violate("content-type.mime-type", f"content-type {content_type[:60]!r} is not a "
                     "MIME type")
-    return found
 
 
 def _check_connected(frame: Frame, offered: Sequence[str] | None,

@@ -66,6 +66,29 @@ def report_json(results: list[CaseResult], *, target: Target, server: dict[str, 
     }
 
 
+def client_report_json(results: list[CaseResult], *, client: dict[str, Any],
+                       duration: float, tool_version: str,
+                       passcodes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The report of a client run: the broker report's shape with `client` (the driver
+    command, the transport, the library and version its driver reported) in place of
+    `broker`; each of `passcodes` (and every passcode header) scrubbed out."""
+    clean = results
+    for passcode in passcodes or (None,):
+        clean = scrub(clean, None, passcode)
+    summary = summarise(clean)
+    summary["versions"] = _by_version(clean)
+    summary["duration_s"] = round(duration, 3)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "certification": certify(clean).to_json(),
+        "tool": {"name": TOOL_NAME, "version": tool_version},
+        "client": {**client,
+                   "versions": sorted({r.version for r in clean if r.outcome not in NOT_RUN})},
+        "summary": summary,
+        "cases": [r.to_json() for r in clean],
+    }
+
+
 def _encode(value: Any, indent: int) -> bytes:
     try:
         return json.dumps(value, indent=indent, ensure_ascii=False).encode("utf-8")

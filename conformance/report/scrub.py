@@ -99,10 +99,11 @@ def _mask(chunks: list[bytes], spans: list[tuple[int, int]]) -> list[bytes]:
     return out
 
 
-def scrub(results: list[CaseResult], target: Target) -> list[CaseResult]:
-    """Copies of `results` without the target's passcode; `results` are left as they are."""
-    _, passcode = target.credentials
-    scrubber = Scrubber(passcode)
+def scrub(results: list[CaseResult], target: Target | None,
+          passcode: str | None = None) -> list[CaseResult]:
+    """Copies of `results` without the target's passcode (or `passcode`, with no target);
+    `results` are left as they are."""
+    scrubber = Scrubber(target.credentials[1] if target is not None else passcode)
     return [replace(r, title=scrubber.text(r.title), message=scrubber.text(r.message),
                     expected=scrubber.text(r.expected), observed=scrubber.text(r.observed),
                     deviation=scrubber.text(r.deviation),

@@ -1,5 +1,10 @@
 """Reading case files: YAML, validated against the shipped JSON Schema before anything
-runs, statement ids and variables checked. Every error names the file and the line."""
+runs, statement ids and variables checked. Every error names the file and the line.
+
+Two kinds of case share the format: broker cases (case.schema.json) and client cases
+(client-case.schema.json), which script the broker's side for a client library under test.
+Client cases live in folders named `clients`: walking a folder, `load_cases` takes the
+one kind and leaves the other."""
 
 from __future__ import annotations
 
@@ -14,7 +19,14 @@ from typing import Any
 import jsonschema
 import yaml
 
-from conformance.scenario.model import BUILTIN_VARIABLES, TRANSPORTS, Case, Step
+from conformance.scenario.model import (
+    BUILTIN_VARIABLES,
+    CLIENT_FOLDER,
+    CLIENT_VARIABLES,
+    TRANSPORTS,
+    Case,
+    Step,
+)
 from conformance.spec import YAML_LOADER, catalogue
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
@@ -31,11 +43,21 @@ class CaseLoadError(Exception):
         super().__init__(f"{file}:{line}: {message}" if line else f"{file}: {message}")
 
 
-@cache
-def schema() -> dict[str, Any]:
-    text = resources.files("conformance.scenario").joinpath("case.schema.json").read_text()
-    loaded: dict[str, Any] = json.loads(text)
+def _read_schema(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(
+        resources.files("conformance.scenario").joinpath(name).read_text())
     return loaded
+
+
+@cache
+def schema(*, client: bool = False) -> dict[str, Any]:
+    """The schema of broker cases, or of client cases (which share the broker schema's
+    matchers, header lists and durations: its $defs under the client schema's own)."""
+    broker = _read_schema("case.schema.json")
+    if not client:
+        return broker
+    own = _read_schema("client-case.schema.json")
+    return {**own, "$defs": {**broker["$defs"], **own["$defs"]}}
 
 
 def _lines(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
@@ -57,7 +79,8 @@ def _line(lines: dict[Path_, int], path: Iterable[str | int]) -> int | None:
     return lines.get(parts)
 
 
-def load_file(file: Path) -> list[Case]:
+def load_file(file: Path, *, client: bool = False) -> list[Case]:
+    """The cases of one file: broker cases, or client cases if `client`."""
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -77,7 +100,7 @@ def load_file(file: Path) -> list[Case]:
         raise CaseLoadError(file, None, "empty file: expected a case or a list of cases")
     lines: dict[Path_, int] = {}
     _lines(node, (), lines)
-    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data),
+    errors = sorted(jsonschema.Draft202012Validator(schema(client=client)).iter_errors(data),
                     key=lambda e: len(e.absolute_path), reverse=True)
     if errors:
         worst = jsonschema.exceptions.best_match(errors)
@@ -85,12 +108,14 @@ def load_file(file: Path) -> list[Case]:
                         for p in worst.absolute_path).lstrip(".") or "top level"
         raise CaseLoadError(file, _line(lines, worst.absolute_path),
                             f"{where}: {worst.message}")
+    builtin = CLIENT_VARIABLES if client else BUILTIN_VARIABLES
     if isinstance(data, dict):
-        return [_case(data, (), file, lines)]
-    return [_case(entry, (index,), file, lines) for index, entry in enumerate(data)]
+        return [_case(data, (), file, lines, builtin)]
+    return [_case(entry, (index,), file, lines, builtin) for index, entry in enumerate(data)]
 
 
-def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int]) -> Case:
+def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int],
+          builtin: frozenset[str]) -> Case:
     known = catalogue()
     versions = tuple(entry["versions"])
     strengths = []
@@ -106,7 +131,7 @@ def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int])
                                 f"(it is {', '.join(statement.versions)})")
         strengths.append(statement.level.strength)
     level = entry.get("level") or min(strengths, key=STRENGTH_ORDER.index)
-    defined = set(BUILTIN_VARIABLES)
+    defined = set(builtin)
     steps = []
     for index, raw in enumerate(entry["steps"]):
         step_at = (*at, "steps", index)
@@ -147,17 +172,21 @@ def _captures(kind: str, args: Any) -> Iterator[str]:
     """Variables a step defines: `capture` maps of its frame matchers."""
     if kind == "expect_any":
         for alternative in args:
-            for key in ("expect", "expect_error_close"):
+            for key in ("expect", "expect_error_close", "expect_frame", "expect_event"):
                 yield from (alternative.get(key) or {}).get("capture", {})
     elif isinstance(args, dict):
         yield from args.get("capture", {})
 
 
-def case_files(paths: Iterable[Path]) -> list[Path]:
+def case_files(paths: Iterable[Path], *, client: bool = False) -> list[Path]:
+    """The YAML files of `paths`: a file as given, a folder's files of the kind asked for
+    (client cases: those under a folder named `clients`, the folder itself included)."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
+            found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")
+                            and (CLIENT_FOLDER in p.relative_to(path.parent).parts[:-1])
+                            == client)
         elif path.exists():
             found.append(path)
         else:
@@ -165,12 +194,13 @@ def case_files(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def load_cases(paths: Iterable[Path]) -> list[Case]:
-    """Every case under `paths` (files or folders), in a stable order; ids are unique."""
+def load_cases(paths: Iterable[Path], *, client: bool = False) -> list[Case]:
+    """Every case under `paths` (files or folders), in a stable order; ids are unique.
+    `client`: the client cases there, not the broker cases."""
     cases: list[Case] = []
     seen: dict[str, Case] = {}
-    for file in case_files(paths):
-        for case in load_file(file):
+    for file in case_files(paths, client=client):
+        for case in load_file(file, client=client):
             if case.id in seen:
                 first = seen[case.id]
                 raise CaseLoadError(file, case.line, f"case id {case.id!r} is already used at "

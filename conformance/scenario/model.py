@@ -12,6 +12,12 @@ BUILTIN_VARIABLES = frozenset({
     "queue", "queue2", "topic", "topic2", "id", "host", "login", "passcode", "version",
 })
 
+#: Variables every client case can use: where the client connects (`url`), the version it
+#: offers, a unique destination and id, and the CONNECT settings the driver is given.
+CLIENT_VARIABLES = frozenset({"url", "version", "queue", "id", "host", "login", "passcode"})
+#: The folder name that holds client cases (anywhere under a cases folder).
+CLIENT_FOLDER = "clients"
+
 #: The transports a case can run over: TCP (with TLS or not) and STOMP over WebSocket.
 TRANSPORTS = ("tcp", "ws")
 #: how messages name them

@@ -63,12 +63,16 @@ class Statement:
     #: Stated without an RFC 2119 key word (by the grammar, or as plain prose).
     implicit: bool = False
     note: str = ""
+    #: A scripted broker can see a client library follow or break it (in what the client
+    #: sends, or in what its driver reports the library decoded).
+    client_observable: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {
             "id": self.id, "versions": list(self.versions), "level": self.level.value,
             "party": self.party.value, "section": self.section, "quote": self.quote,
             "observable": self.observable, "implicit": self.implicit, "note": self.note,
+            "client_observable": self.client_observable,
         }
 
 
@@ -128,6 +132,7 @@ def _statement(entry: dict[str, Any]) -> Statement:
         section=str(entry["section"]), quote=str(entry["quote"]),
         observable=bool(entry["observable"]), implicit=bool(entry.get("implicit", False)),
         note=str(entry.get("note", "")),
+        client_observable=bool(entry.get("client_observable", False)),
     )
 
 

@@ -71,8 +71,12 @@ def brief(event: Received | None) -> str:
 
 class Connection:
     def __init__(self, name: str, transport: Transport, transcript: Transcript,
-                 clock: Callable[[], float], *, limits: Limits = LIMITS) -> None:
+                 clock: Callable[[], float], *, limits: Limits = LIMITS,
+                 peer: str = "broker") -> None:
         self.name = name
+        #: who is at the other end, for what the connection says happened ("the broker
+        #: closed the connection"): a client under test when the harness is the server
+        self.peer = peer
         self.transport = transport
         self.transcript = transcript
         self.clock = clock
@@ -111,7 +115,7 @@ class Connection:
                 if not data:
                     code = self.transport.close_code \
                         if isinstance(self.transport, WebSocketTransport) else None
-                    self._close("the broker closed the connection"
+                    self._close(f"the {self.peer} closed the connection"
                                 + (f" (WebSocket close {code})" if code else ""))
                     return
                 self.transcript.add(Record(self.clock(), "in", self.name, data))
@@ -119,13 +123,13 @@ class Connection:
                     events = self.parser.feed(data)
                 except StompError as error:
                     self.queue.extend(getattr(error, "events", []))
-                    self._close(f"the broker broke the harness's limits: {error}")
+                    self._close(f"the {self.peer} broke the harness's limits: {error}")
                     await self.transport.abort()
                     return
                 self.queue.extend(events)
                 self._queued += sum(e.size for e in events if isinstance(e, Frame))
                 if len(self.queue) > MAX_QUEUED or self._queued > MAX_QUEUED_OCTETS:
-                    self._close(f"the broker sent more than {len(self.queue) - 1} frames "
+                    self._close(f"the {self.peer} sent more than {len(self.queue) - 1} frames "
                                 f"({octets(self._queued)}) nobody read")
                     self.queue.clear()  # nobody will: the close is what the case sees
                     self._queued = 0

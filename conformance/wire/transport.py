@@ -16,7 +16,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 from urllib.parse import unquote
@@ -299,6 +299,25 @@ async def open_transport(address: BrokerAddress, *, tls: TlsOptions | None = Non
     except ConnectTimeout:  # said with the time given for all of it
         raise ConnectTimeout(f"WebSocket handshake with {address.hostport}: no answer within "
                              f"{float(timeout)} s") from None
+
+
+async def listen_tcp(host: str, accepted: Callable[[TcpTransport], Awaitable[None]],
+                     *, port: int = 0) -> asyncio.Server:
+    """A TCP listener on `host` (port 0: a free one) handing each connection it accepts to
+    `accepted` as a TcpTransport: the server side of the same byte stream, for a harness
+    that plays the broker to a client under test."""
+    loop = asyncio.get_running_loop()
+
+    def protocol() -> asyncio.StreamReaderProtocol:
+        reader = _Reader(loop=loop)
+
+        async def connected(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            name = writer.get_extra_info("peername") or ("?", 0)
+            await accepted(TcpTransport(reader, writer, f"{name[0]}:{name[1]}"))
+
+        return asyncio.StreamReaderProtocol(reader, connected, loop=loop)
+
+    return await loop.create_server(protocol, host, port)
 
 
 async def _open_tcp(address: BrokerAddress, tls: TlsOptions | None,

@@ -1,20 +1,31 @@
 """What an expecting step asks of a frame (command, headers, body, with the case's
-variables substituted), how it says so in a result, and the values it captures."""
+variables substituted), how it says so in a result, and the values it captures. A case
+run of either side (a broker's CaseRun, a client's) is all it needs of the run."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from conformance.codec import Frame
-from conformance.runner.case_run import CaseRun, StepFailed
+from conformance.runner.case_run import StepFailed
 from conformance.wire.connection import describe
+
+
+class Variables(Protocol):
+    """What matching asks of a case run: its variables, and substituting them."""
+
+    variables: dict[str, str]
+
+    def substitute(self, text: str, quote: Callable[[str], str] = str) -> str: ...
+
 
 #: How long an expectation waits when the case does not say.
 DEFAULT_WITHIN = 5.0
 
 
-def _matches(matcher: Any, value: str | None, run: CaseRun) -> bool:
+def matches(matcher: Any, value: str | None, run: Variables) -> bool:
     if not isinstance(matcher, dict):
         return value == run.substitute(str(matcher))
     if "absent" in matcher:
@@ -34,37 +45,37 @@ def _matches(matcher: Any, value: str | None, run: CaseRun) -> bool:
     return value.isascii() and value.isdigit() and low <= int(value) <= high
 
 
-def _show(matcher: Any) -> str:
+def show_matcher(matcher: Any) -> str:
     if not isinstance(matcher, dict):
         return repr(str(matcher))
     ((kind, value),) = matcher.items()
     return f"{kind} {value!r}" if kind not in ("absent",) else "absent"
 
 
-def frame_mismatch(frame: Frame, args: dict[str, Any], run: CaseRun) -> str | None:
+def frame_mismatch(frame: Frame, args: dict[str, Any], run: Variables) -> str | None:
     """Why `frame` does not meet `args` (command, headers, body), or None if it does."""
     command = args.get("command")
     if command is not None and frame.command != command:
         return f"command {command}"
     for name, matcher in (args.get("headers") or {}).items():
-        if not _matches(matcher, frame.get(name), run):
-            return f"header {name} {_show(matcher)}"
+        if not matches(matcher, frame.get(name), run):
+            return f"header {name} {show_matcher(matcher)}"
     if "body" in args:  # an empty body counts as absent
         body = frame.body.decode("utf-8", "replace") if frame.body else None
-        if not _matches(args["body"], body, run):
-            return f"body {_show(args['body'])}"
+        if not matches(args["body"], body, run):
+            return f"body {show_matcher(args['body'])}"
     return None
 
 
-def expectation(args: dict[str, Any], run: CaseRun) -> str:
+def expectation(args: dict[str, Any], run: Variables) -> str:
     parts = [args.get("command", "any frame")]
-    parts += [f"{n} {_show(m)}" for n, m in (args.get("headers") or {}).items()]
+    parts += [f"{n} {show_matcher(m)}" for n, m in (args.get("headers") or {}).items()]
     if "body" in args:
-        parts.append(f"body {_show(args['body'])}")
+        parts.append(f"body {show_matcher(args['body'])}")
     return run.substitute(" ".join(parts))
 
 
-def capture(frame: Frame, args: dict[str, Any], run: CaseRun) -> None:
+def capture(frame: Frame, args: dict[str, Any], run: Variables) -> None:
     for variable, source in (args.get("capture") or {}).items():
         value = frame.body.decode("utf-8", "replace") if source == "body" else frame.get(source)
         if value is None:

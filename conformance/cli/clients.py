@@ -1,0 +1,129 @@
+"""`stomp-conformance clients`: the client cases against a STOMP client library through its
+driver (the reference driver by default), the console summary and the JSON report; or with
+--selftest, the client cases against the reference driver and each of its faults. Exit 1
+when a case failed, 3 when no case could be graded (the driver never ran)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import shlex
+import sys
+import time
+
+from rich.text import Text
+
+from conformance import __version__
+from conformance.cli.arguments import positive, seconds
+from conformance.cli.exits import Exit, fail
+from conformance.cli.options import Verbs, case_flags, chosen_cases
+from conformance.clients import REFERENCE_DRIVER, ClientInfo, run_client_cases
+from conformance.clients.run import passcode
+from conformance.files import STDOUT, write_report
+from conformance.report.console import ConsoleReporter, make_console
+from conformance.report.json_report import chunks, client_report_json
+from conformance.report.scrub import Scrubber
+from conformance.runner.events import RunFinished
+from conformance.runner.results import CaseResult, Outcome
+from conformance.selftest import client_selftest
+
+
+def add(verbs: Verbs) -> None:
+    verb = verbs.add_parser(
+        "clients", help="the client cases against a STOMP client library through its driver",
+        description="Run the client cases: a scripted broker faces the client library a "
+                    "driver runs (contract: cases/clients/README.md), and what the client "
+                    "sends and reports is judged against the spec's client statements.")
+    verb.add_argument("--driver", metavar="CMD",
+                      help="the driver command, shell-split (default: the reference driver, "
+                           f"{REFERENCE_DRIVER.split(' ', 1)[1]})")
+    verb.add_argument("--transport", choices=("tcp", "ws"), default="tcp",
+                      help="how the client reaches the scripted broker (default tcp)")
+    verb.add_argument("--jobs", type=positive, default=4, help="cases run at once (default 4)")
+    verb.add_argument("--timeout", type=seconds, default=30.0,
+                      help="seconds a case may take (default 30)")
+    verb.add_argument("--json", metavar="PATH", help="write the JSON report to PATH (- for stdout)")
+    verb.add_argument("--selftest", action="store_true",
+                      help="instead: the client cases against the reference driver and each "
+                           "of its faults (every case must fail under one)")
+    verb.add_argument("--full", action="store_true",
+                      help="with --selftest: every case under every fault")
+    case_flags(verb, json=False)
+    verb.set_defaults(run=clients_command)
+
+
+def clients_command(args: argparse.Namespace) -> Exit:
+    driver = args.driver or REFERENCE_DRIVER
+    try:
+        if not shlex.split(driver):
+            return fail(Exit.USAGE, "--driver: the command is empty")
+    except ValueError as error:
+        return fail(Exit.USAGE, f"--driver: {error}")
+    if args.transport == "ws":
+        return fail(Exit.USAGE, "--transport ws: client cases run over TCP only for now")
+    cases = chosen_cases(args, client=True)
+    if not cases:
+        return fail(Exit.USAGE, "no client case matches")
+    if args.selftest:
+        return _selftest(args, driver)
+    run_id = secrets.token_hex(3)
+    shown = Scrubber(None).text(driver)
+    info = ClientInfo(driver=shown, transport=args.transport)
+    console = make_console(stderr=True)
+    console.print(f"stomp-conformance: {sum(len(c.versions) for c in cases)} client case runs "
+                  f"against {shown}")
+    started = time.monotonic()
+    results = asyncio.run(run_client_cases(cases, driver, jobs=args.jobs, timeout=args.timeout,
+                                           transport=args.transport, info=info,
+                                           run_id=run_id))
+    duration = time.monotonic() - started
+    if info.library:
+        console.print(Text(f"client: {info.library} {info.version}", style="dim"))
+    ConsoleReporter(console).finish(RunFinished(results, duration, {}))
+    if args.json:
+        report = client_report_json(results, client=info.to_json(), duration=duration,
+                                    tool_version=__version__, passcodes=(passcode(run_id),))
+        try:
+            write_report(args.json, chunks(report))
+        except OSError as error:
+            return fail(Exit.USAGE, f"cannot write a report: {error}")
+        if args.json != STDOUT:
+            print(f"wrote {args.json}", file=sys.stderr)
+    return _exit(results)
+
+
+def _exit(results: list[CaseResult]) -> Exit:
+    outcomes = [r.outcome for r in results if r.outcome not in (Outcome.SKIPPED,
+                                                                 Outcome.UNSUPPORTED)]
+    if outcomes and all(o == Outcome.ERROR for o in outcomes):
+        return fail(Exit.HARNESS, f"no case could be graded: {results[0].message}")
+    return Exit.FAILED if Outcome.FAILED in outcomes or Outcome.ERROR in outcomes else Exit.OK
+
+
+def _selftest(args: argparse.Namespace, driver: str) -> Exit:
+    cases = chosen_cases(args, client=True)
+    progress = make_console(stderr=True)
+    result = asyncio.run(client_selftest(
+        cases, full=args.full, jobs=args.jobs, timeout=args.timeout, driver=driver,
+        progress=lambda text: progress.print(Text(text, style="dim"))))
+    out = make_console()
+    for r in result.not_passing:
+        out.print(Text(f"does not pass on the reference driver: {r.id} [{r.version}] "
+                       f"{r.outcome.value}: {r.message}", style="bold red"), soft_wrap=True)
+    out.print("client case x fault kill matrix (faults that make the case fail):")
+    for case_id in sorted({r.id for r in result.clean}):
+        killers = result.killers(case_id)
+        out.print(Text(f"  {case_id}: ", style="bold") +
+                  Text(", ".join(killers) if killers else "SURVIVES every fault",
+                       style="" if killers else "bold red"))
+    for fault in result.idle_faults:
+        out.print(Text(f"fault {fault} makes no case fail", style="bold red"))
+    out.print(f"kill rate {result.kill_rate:.1%} ({len(result.survivors)} surviving cases); "
+              f"{len(result.matrix) - len(result.idle_faults)} of {len(result.matrix)} faults "
+              f"kill at least one case; clients selftest {'passed' if result.ok else 'FAILED'}")
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return Exit.OK if result.ok else Exit.FAILED

@@ -1,0 +1,130 @@
+"""Running client cases: each case at each of its versions, with a fresh scripted broker and
+a fresh driver process, graded as broker cases are (the case's level for an expectation
+not met, each broken statement's level for what the validator found). Nothing a driver or
+a client does raises out of here: it is a grade, or an error of one line."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.clients.driver_process import DriverError
+from conformance.clients.run import ClientRun, Unsupported
+from conformance.clients.steps import STEPS
+from conformance.runner.case_run import CaseError, StepFailed
+from conformance.runner.judge import broken
+from conformance.runner.results import BROKEN, CaseResult, Outcome, worst
+from conformance.scenario import Case
+from conformance.scenario.model import TRANSPORT_NAMES
+
+
+@dataclass
+class ClientInfo:
+    """The client under test, as a report names it."""
+
+    #: the driver command, as given (a report scrubs the run's passcode from it)
+    driver: str
+    transport: str = "tcp"
+    #: from the driver's `ready` event (empty until one came)
+    library: str = ""
+    version: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"driver": self.driver, "transport": self.transport,
+                "library": self.library or None, "version": self.version or None}
+
+
+async def execute(run: ClientRun) -> None:
+    await run.listen()
+    await run.start_driver()
+    for step in run.case.steps:
+        run.step = step
+        await STEPS[step.kind](run, step.args)
+
+
+def _result(run: ClientRun, outcome: Outcome, **extra: Any) -> CaseResult:
+    case = run.case
+    return CaseResult(
+        id=case.id, title=case.title, version=run.version, outcome=outcome, level=case.level,
+        statements=case.statements, versions=case.versions, area=case.area, file=case.file,
+        line=case.line, duration_ms=(time.monotonic() - run.started) * 1000,
+        transcript=run.transcript.finish(), **extra)
+
+
+async def run_client_case(case: Case, version: str, driver: str, *, timeout: float = 30.0,
+                          transport: str = "tcp", run_id: str = "",
+                          info: ClientInfo | None = None) -> CaseResult:
+    """One client case at one version against the client `driver` runs; never raises for
+    anything the driver or the client does."""
+    run = ClientRun(case, version, driver, run_id or secrets.token_hex(3))
+    if transport not in case.transports:
+        return _result(run, Outcome.SKIPPED, message=f"the case runs over "
+                       f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only")
+    failure: StepFailed | None = None
+    error = unsupported = ""
+    try:
+        async with asyncio.timeout(case.timeout or timeout):
+            await execute(run)
+    except StepFailed as failed:
+        failure = failed
+    except Unsupported as problem:
+        unsupported = str(problem)
+    except (DriverError, CaseError) as problem:
+        error = str(problem)
+    except TimeoutError:
+        error = f"the case did not finish within its timeout of {case.timeout or timeout:g} s"
+    except Exception as problem:  # a harness bug: one case's error, not the run's end
+        error = f"harness error in step at line {run.step.line if run.step else 0}: " \
+                f"{type(problem).__name__}: {problem}"
+    finally:
+        await run.close()
+    if info is not None and run.driver is not None and run.driver.ready and not info.library:
+        info.library = str(run.driver.ready.get("library", ""))[:200]
+        info.version = str(run.driver.ready.get("version", ""))[:100]
+    step = run.step
+    fields: dict[str, Any] = {"step_line": step.line if step else 0,
+                              "violations": [judged.text for judged in run.found]}
+    if unsupported:
+        return _result(run, Outcome.UNSUPPORTED, message=unsupported[:300], **fields)
+    if error:
+        return _result(run, Outcome.ERROR, message=error[:300], **fields)
+    grades = [g for g, _ in run.grades]
+    grades += [broken(judged.statement) for judged in run.found]
+    if failure is not None:
+        grades.append(failure.grade or BROKEN[case.level])
+        fields.update(expected=failure.expected, observed=failure.observed,
+                      message=f"line {fields['step_line']}: expected {failure.expected}; "
+                              f"observed {failure.observed}",
+                      statement=case.statements[0])
+    outcome = worst(*grades)
+    if failure is None and run.found and outcome != Outcome.PASSED:
+        first = next((j for j in run.found if broken(j.statement) == outcome), run.found[0])
+        fields.update(message=first.text, statement=first.statement)
+    elif failure is None:
+        fields["message"] = next((note for g, note in run.grades if g == outcome and note), "")
+    return _result(run, outcome, **fields)
+
+
+async def run_client_cases(cases: Iterable[Case], driver: str, *, jobs: int = 4,
+                           timeout: float = 30.0, transport: str = "tcp",
+                           info: ClientInfo | None = None, run_id: str = "",
+                           done: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+    """Every case at each of its versions, `jobs` at once, in case order."""
+    gate = asyncio.Semaphore(jobs)
+    run_id = run_id or secrets.token_hex(3)
+
+    async def one(case: Case, version: str) -> CaseResult:
+        async with gate:
+            result = await run_client_case(case, version, driver, timeout=timeout,
+                                           transport=transport, run_id=run_id, info=info)
+        if done is not None:
+            done(result)
+        return result
+
+    return list(await asyncio.gather(*(one(case, version) for case in cases
+                                       for version in case.versions)))

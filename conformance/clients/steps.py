@@ -1,0 +1,317 @@
+"""The client case's steps: one coroutine per step kind of client-case.schema.json. The
+case plays the broker: it commands the driver, accepts the client's connection, answers
+its CONNECT as the reference broker does, expects its frames, writes frames and octets to
+it, and reads what the library reported through the driver. A step not met raises
+StepFailed with what was expected and what the client did."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from conformance.broker.config import BrokerConfig
+from conformance.broker.connect import answer
+from conformance.broker.faults import Faults
+from conformance.broker.outgoing import error_frame, frame_bytes
+from conformance.clients.run import ClientRun, event_body, event_headers
+from conformance.codec import Frame, Heartbeat, LocalProtocolError, encode
+from conformance.runner.case_run import CaseError, StepFailed, heart_beat_pair
+from conformance.runner.results import Outcome
+from conformance.runner.steps.expectations import (
+    DEFAULT_WITHIN,
+    capture,
+    expectation,
+    frame_mismatch,
+    matches,
+    show_matcher,
+)
+from conformance.wire.connection import Closed, Received, describe
+
+#: How long a driver command may take when a step waits for it.
+COMMAND_WITHIN = 10.0
+#: The longest a heart-beat step watches (seconds), whatever was negotiated.
+MAX_HEARTBEAT_WINDOW = 10.0
+NO_FAULTS = Faults()
+
+
+async def step_driver(run: ClientRun, args: dict[str, Any]) -> None:
+    """A command to the driver, its strings substituted; with `wait`, until it is done."""
+    command: dict[str, Any] = {}
+    for key, value in args.items():
+        if key in ("wait", "within"):
+            continue
+        if key == "headers":
+            command["headers"] = dict(run.headers(value))
+        elif key == "body_hex":
+            command["body_b64"] = base64.b64encode(bytes.fromhex(value)).decode()
+        elif key == "body":
+            body = run.substitute(value).encode("utf-8", "surrogatepass")
+            if b"\0" in body:  # a NUL body goes as octets, as any driver can read them
+                command["body_b64"] = base64.b64encode(body).decode()
+            else:
+                command["body"] = body.decode()
+        else:
+            command[key] = run.substitute(value) if isinstance(value, str) else value
+    await run.command(command)
+    if not args.get("wait"):
+        return
+    within = args.get("within", COMMAND_WITHIN)
+    while True:
+        event = await run.next_event(within, done=True)
+        if event is None:
+            raise CaseError(f"the driver did not finish {args['op']!r} within {within:g} s "
+                            "(it hangs?)")
+        if event["event"] in ("done", "failed") and event.get("op") == args["op"]:
+            if event["event"] == "failed":
+                raise StepFailed(f"the library to do {args['op']!r}",
+                                 f"it failed: {str(event.get('error'))[:200]}")
+            return
+        run.pending.append(event)  # reported while the command ran: for later steps
+
+
+async def step_accept(run: ClientRun, args: dict[str, Any] | None) -> None:
+    await run.accept((args or {}).get("within", DEFAULT_WITHIN))
+
+
+async def step_handshake(run: ClientRun, args: dict[str, Any] | None) -> None:
+    """Accept the client, take its CONNECT (or STOMP) and answer it as the reference broker
+    does: the case's version only, and CONNECTED's heart-beat the case names (0,0 by
+    default)."""
+    args = args or {}
+    within = args.get("within", DEFAULT_WITHIN)
+    conn = await run.accept(within)
+    event = await run.next_frame(within)
+    wanted = {"command": "CONNECT", **(args.get("expect") or {})}
+    if not isinstance(event, Frame) or event.command not in ("CONNECT", "STOMP"):
+        raise StepFailed("CONNECT or STOMP", describe(event, within))
+    if frame_mismatch(event, {**wanted, "command": event.command}, run) is not None:
+        raise StepFailed(expectation(wanted, run), describe(event, within))
+    capture(event, wanted, run)
+    offer = heart_beat_pair(event.get("heart-beat"))
+    run.client_heart_beat = offer or (0, 0)
+    sx, sy = heart_beat_pair(args.get("heart_beat", "0,0")) or (0, 0)
+    config = BrokerConfig(versions=(run.version,), heartbeat=(sx, sy))
+    said = answer(config, NO_FAULTS, event, f"session-{run.variables['id']}")
+    if said.version is not None:
+        conn.set_version(said.version)
+    if said.refused:
+        await conn.send(frame_bytes(error_frame(said.refused, event, "", NO_FAULTS),
+                                    conn.version, NO_FAULTS))
+        raise StepFailed(f"a CONNECT a STOMP {run.version} broker serves",
+                         f"one it refuses: {said.refused}")
+    for frame in said.frames:
+        await conn.send(frame_bytes(frame, conn.version, NO_FAULTS))
+    if not said.connected:
+        raise StepFailed(f"a CONNECT offering STOMP {run.version}",
+                         f"accept-version {event.get('accept-version')!r}")
+    run.server_heart_beat = (sx, sy) if conn.version != "1.0" else (0, 0)
+
+
+async def step_expect_frame(run: ClientRun, args: dict[str, Any]) -> None:
+    within = args.get("within", DEFAULT_WITHIN)
+    event = await run.next_frame(within)
+    if isinstance(event, Frame) and frame_mismatch(event, args, run) is None:
+        capture(event, args, run)
+        return
+    raise StepFailed(expectation(args, run), describe(event, within))
+
+
+async def step_reply(run: ClientRun, args: dict[str, Any]) -> None:
+    """A frame to the client, encoded for the session's version (headers escaped, except in
+    CONNECTED), content-length added to a body unless the case says not."""
+    conn = run.connection()
+    frame = Frame(args["command"], run.headers(args.get("headers")),
+                  run.substitute(args.get("body", "")).encode("utf-8", "surrogatepass"))
+    eol = b"\r\n" if args.get("eol") == "CRLF" else b"\n"
+    try:
+        data = encode(frame, version=conn.version, eol=eol,  # type: ignore[arg-type]
+                      content_length=args.get("content_length"))
+    except LocalProtocolError as error:
+        raise CaseError(f"the reply cannot be written in STOMP {conn.version}: {error}"
+                        ) from None
+    await conn.send(data)
+
+
+async def step_raw(run: ClientRun, args: dict[str, Any]) -> None:
+    data = run.substitute(args.get("data", "")).encode() + bytes.fromhex(args.get("hex", ""))
+    await run.connection().send(data)
+
+
+def event_mismatch(event: dict[str, Any], args: dict[str, Any], run: ClientRun) -> str | None:
+    """Why the driver's `event` does not meet `args`, or None if it does."""
+    if event["event"] != args["event"]:
+        return f"event {args['event']}"
+    if "op" in args and event.get("op") != args["op"]:
+        return f"op {args['op']}"
+    headers = event_headers(event)
+    for name, matcher in (args.get("headers") or {}).items():
+        if not matches(matcher, headers.get(name), run):
+            return f"header {name} {show_matcher(matcher)}"
+    if "body" in args:
+        body = event_body(event)
+        if not matches(args["body"], body.decode("utf-8", "replace") if body else None, run):
+            return f"body {show_matcher(args['body'])}"
+    if "id" in args and not matches(args["id"], _text(event.get("id")), run):
+        return f"id {show_matcher(args['id'])}"
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def describe_event(event: dict[str, Any] | None, within: float) -> str:
+    if event is None:
+        return f"no event within {within:g} s"
+    shown = {k: v for k, v in event.items() if k != "body_b64"}
+    if "body_b64" in event:
+        shown["body"] = event_body(event)[:60].decode("utf-8", "replace")
+    return f"{event['event']} event {str(shown)[:300]}"
+
+
+def describe_wanted(args: dict[str, Any], run: ClientRun) -> str:
+    parts = [f"a {args['event']} event"]
+    parts += [f"{n} {show_matcher(m)}" for n, m in (args.get("headers") or {}).items()]
+    parts += [f"{k} {show_matcher(args[k])}" for k in ("op", "body", "id") if k in args]
+    return run.substitute(" ".join(parts))
+
+
+def capture_event(event: dict[str, Any], args: dict[str, Any], run: ClientRun) -> None:
+    headers = event_headers(event)
+    for variable, source in (args.get("capture") or {}).items():
+        value = (event_body(event).decode("utf-8", "replace") if source == "body"
+                 else _text(event.get(source)) if source in ("n", "id") else headers.get(source))
+        if value is None:
+            raise StepFailed(f"a {source!r} to capture", describe_event(event, 0))
+        run.variables[variable] = value
+
+
+async def step_expect_event(run: ClientRun, args: dict[str, Any]) -> None:
+    within = args.get("within", DEFAULT_WITHIN)
+    if args["event"] == "done":
+        event = await _done(run, args, within)
+    else:
+        event = await run.next_event(within)
+    if event is not None and event_mismatch(event, args, run) is None:
+        capture_event(event, args, run)
+        return
+    raise StepFailed(describe_wanted(args, run), describe_event(event, within))
+
+
+async def _done(run: ClientRun, args: dict[str, Any], within: float) -> dict[str, Any] | None:
+    """The `done` (or `failed`) of the op `args` names, passing over those of earlier
+    commands; the other events reported meanwhile stay for the next steps."""
+    deadline = time.monotonic() + within
+    others: list[dict[str, Any]] = []
+    try:
+        while (event := await run.next_event(max(0.0, deadline - time.monotonic()),
+                                             done=True)) is not None:
+            if event["event"] not in ("done", "failed"):
+                others.append(event)
+            elif "op" not in args or event.get("op") == args["op"]:
+                return event
+        return None
+    finally:
+        run.pending[:0] = others
+
+
+async def step_expect_any(run: ClientRun, alternatives: list[dict[str, Any]]) -> None:
+    """The first alternative the client meets decides the grade. The alternatives look at
+    the client's frames (expect_frame, expect_close) or at the driver's events
+    (expect_event, expect_no_event), not both."""
+    wanted = [a[k] or {} for a in alternatives for k in a if k.startswith("expect")]
+    within = max(w.get("within", DEFAULT_WITHIN) for w in wanted)
+    on_events = any("expect_event" in a or "expect_no_event" in a for a in alternatives)
+    if on_events and any("expect_frame" in a or "expect_close" in a for a in alternatives):
+        raise CaseError("expect_any mixes the client's frames and the driver's events")
+    event: dict[str, Any] | None = None
+    frame: Received | None = None
+    if on_events:
+        event = await run.next_event(within)
+    else:
+        frame = await run.next_frame(within)
+    for alternative in alternatives:
+        met = (("expect_event" in alternative and event is not None
+                and event_mismatch(event, alternative["expect_event"], run) is None)
+               or ("expect_no_event" in alternative and on_events and event is None)
+               or ("expect_frame" in alternative and isinstance(frame, Frame)
+                   and frame_mismatch(frame, alternative["expect_frame"], run) is None)
+               or ("expect_close" in alternative and isinstance(frame, Closed)))
+        if met:
+            run.grade(Outcome(alternative["grade"]), alternative.get("note", ""))
+            if event is not None and "expect_event" in alternative:
+                capture_event(event, alternative["expect_event"], run)
+            if isinstance(frame, Frame) and "expect_frame" in alternative:
+                capture(frame, alternative["expect_frame"], run)
+            return
+    shown = [describe_wanted(a["expect_event"], run) if "expect_event" in a else
+             expectation(a["expect_frame"], run) if "expect_frame" in a else
+             "no event" if "expect_no_event" in a else "close" for a in alternatives]
+    observed = describe_event(event, within) if on_events else describe(frame, within)
+    raise StepFailed("one of: " + " | ".join(shown), observed)
+
+
+async def step_expect_heartbeats(run: ClientRun, args: dict[str, Any] | None) -> None:
+    """The client's heart-beats at the interval negotiated from its CONNECT and the
+    CONNECTED the case sent: MAX(cx, sy), none when either is 0. Any data counts; the
+    longest silence over the window must stay within the interval and its tolerance."""
+    args = args or {}
+    conn = run.connection()
+    (cx, _), (_, sy) = run.client_heart_beat, run.server_heart_beat
+    if not (cx and sy):
+        run.grade(Outcome.INFORMATIONAL, f"no client heart-beats to check: CONNECT offered "
+                  f"cx={cx}, CONNECTED asked sy={sy}")
+        return
+    every = max(cx, sy) / 1000
+    tolerance = args.get("tolerance", 1.5)
+    window = min(args.get("within") or every * args.get("intervals", 4), MAX_HEARTBEAT_WINDOW)
+    start = run.clock()
+    await asyncio.sleep(window)
+    end = run.clock()
+    arrivals = [r.t for r in run.transcript.records()
+                if r.conn == conn.name and r.direction == "in" and start <= r.t <= end]
+    kept: list[Received] = []
+    beats = 0
+    while conn.queue:
+        queued = conn.queue.popleft()
+        if isinstance(queued, Heartbeat):
+            beats += 1
+        else:
+            kept.append(queued)
+    conn.queue.extendleft(reversed(kept))
+    points = [start, *arrivals, end]
+    silence = max(b - a for a, b in zip(points, points[1:], strict=False))
+    if not arrivals or silence > every * tolerance:
+        raise StepFailed(f"data at least every {every * 1000:g} ms (MAX of CONNECT's cx={cx} "
+                         f"and CONNECTED's sy={sy}, x{tolerance:g} tolerance) for {window:g} s",
+                         f"{beats} heart-beat EOLs, the longest silence {silence * 1000:.0f} ms")
+
+
+async def step_expect_close(run: ClientRun, args: dict[str, Any] | None) -> None:
+    within = (args or {}).get("within", DEFAULT_WITHIN)
+    event = await run.next_frame(within)
+    if not isinstance(event, Closed):
+        raise StepFailed(f"the client to close the connection within {within:g} s",
+                         describe(event, within))
+
+
+async def step_close(run: ClientRun, args: dict[str, Any] | None) -> None:
+    """Drop the client's connection: a reset with `abort`, else a clean close."""
+    await run.connection().close(abort=bool((args or {}).get("abort")))
+    run.note("client", "the broker closed the connection")
+
+
+async def step_sleep(run: ClientRun, seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+STEPS: dict[str, Callable[[ClientRun, Any], Awaitable[None]]] = {
+    "driver": step_driver, "accept": step_accept, "handshake": step_handshake,
+    "expect_frame": step_expect_frame, "reply": step_reply, "raw": step_raw,
+    "expect_event": step_expect_event, "expect_any": step_expect_any,
+    "expect_heartbeats": step_expect_heartbeats, "expect_close": step_expect_close,
+    "close": step_close, "sleep": step_sleep,
+}

@@ -1,0 +1,162 @@
+"""Client conformance: the reference driver passes every client case over TCP, each of its
+faults kills the cases tagged with it, a driver that crashes, hangs or prints garbage gives
+a one-line error, a bad client case file names its line, and the verb's exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.cli import main
+from conformance.clients import REFERENCE_DRIVER, driver_process, run_client_cases
+from conformance.clients.faults import CLIENT_FAULTS
+from conformance.runner.results import SEVERITY, CaseResult, Outcome
+from conformance.scenario import CaseLoadError
+from conformance.scenario.loader import load_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = load_cases([ROOT / "cases"], client=True)
+PY = shlex.quote(sys.executable)
+
+
+def run(cases: list, driver: str = REFERENCE_DRIVER) -> list[CaseResult]:
+    return asyncio.run(run_client_cases(cases, driver, jobs=8, timeout=20))
+
+
+def script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "driver.py"
+    path.write_text(textwrap.dedent(body))
+    return f"{PY} {shlex.quote(str(path))}"
+
+
+def test_the_client_catalogue_is_loaded_apart_from_the_broker_cases() -> None:
+    assert len(CASES) >= 12
+    assert all(c.id.startswith("clients.") for c in CASES)
+    assert not any(c.id.startswith("clients.") for c in load_cases([ROOT / "cases"]))
+
+
+def test_the_reference_driver_passes_every_client_case() -> None:
+    results = run(CASES)
+    assert [(r.id, r.version, r.message) for r in results if r.outcome != Outcome.PASSED] == []
+    assert len(results) == sum(len(c.versions) for c in CASES)
+
+
+@pytest.mark.parametrize("fault", sorted(CLIENT_FAULTS))
+def test_each_fault_kills_the_cases_tagged_with_it(fault: str) -> None:
+    tagged = [c for c in CASES if f"fault:{fault}" in c.tags]
+    assert tagged, f"no client case is tagged fault:{fault}"
+    results = run(tagged, f"{REFERENCE_DRIVER} --fault {fault}")
+    for case in tagged:
+        grades = [r.outcome for r in results if r.id == case.id]
+        assert Outcome.ERROR not in grades, [r.message for r in results]
+        assert max(SEVERITY[g] for g in grades) > SEVERITY[Outcome.PASSED], case.id
+
+
+def one_line_error(results: list[CaseResult]) -> str:
+    (result,) = results
+    assert result.outcome == Outcome.ERROR
+    assert result.message and "\n" not in result.message and "Traceback" not in result.message
+    return result.message
+
+
+def test_a_driver_that_crashes_gives_a_one_line_error(tmp_path: Path) -> None:
+    driver = script(tmp_path, """
+        import sys
+        print("boom", file=sys.stderr)
+        sys.exit(7)
+    """)
+    message = one_line_error(run(CASES[:1], driver)[:1])
+    assert "exited (7)" in message and "boom" in message
+
+
+def test_a_driver_that_prints_garbage_gives_a_one_line_error(tmp_path: Path) -> None:
+    driver = script(tmp_path, """
+        print("hello, I am not JSON", flush=True)
+        import time; time.sleep(30)
+    """)
+    assert "not JSON" in one_line_error(run(CASES[:1], driver)[:1])
+
+
+def test_a_driver_that_never_says_ready_gives_a_one_line_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(driver_process, "READY_WITHIN", 1.0)
+    driver = script(tmp_path, "import time; time.sleep(30)\n")
+    assert "ready" in one_line_error(run(CASES[:1], driver)[:1])
+
+
+def test_a_driver_that_hangs_on_a_command_gives_a_one_line_error(tmp_path: Path) -> None:
+    driver = script(tmp_path, """
+        import json, sys, time
+        print(json.dumps({"event": "ready", "library": "hang", "version": "0"}), flush=True)
+        sys.stdin.readline()
+        time.sleep(30)
+    """)
+    case = tmp_path / "clients" / "hang.yaml"
+    case.parent.mkdir()
+    case.write_text(textwrap.dedent("""
+        id: clients.hang
+        title: a command that never returns
+        statements: [connect.required-headers]
+        versions: ["1.2"]
+        steps:
+          - driver: {op: connect, url: "${url}", version: "${version}", wait: true, within: 1}
+    """))
+    message = one_line_error(run(load_cases([case.parent], client=True), driver))
+    assert "did not finish 'connect'" in message
+
+
+def test_a_driver_that_cannot_gives_unsupported(tmp_path: Path) -> None:
+    driver = script(tmp_path, """
+        import json, sys
+        print(json.dumps({"event": "ready", "library": "x", "version": "0"}), flush=True)
+        for line in sys.stdin:
+            op = json.loads(line)["op"]
+            print(json.dumps({"event": "failed", "op": op,
+                              "error": "unsupported: no such thing"}), flush=True)
+    """)
+    (result,) = run([c for c in CASES if c.id == "clients.ack.v11-message-id"], driver)
+    assert result.outcome == Outcome.UNSUPPORTED
+
+
+def test_a_bad_client_case_file_names_its_line(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "clients" / "bad.yaml"
+    bad.parent.mkdir()
+    bad.write_text("id: clients.bad\ntitle: bad\nstatements: [connect.required-headers]\n"
+                   "versions: ['1.2']\nsteps:\n  - handshake: {}\n  - expect_frame: {nope: 1}\n")
+    with pytest.raises(CaseLoadError, match=r"bad.yaml:7: "):
+        load_cases([bad.parent], client=True)
+    assert main(["clients", "--cases", str(bad.parent)]) == 2
+    assert "bad.yaml:7:" in capsys.readouterr().err
+
+
+def test_the_verb_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "report.json"
+    assert main(["clients", "-k", "send.nul-body", "--json", str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert data["client"]["library"] == "stomp-conformance reference driver"
+    assert "broker" not in data and data["summary"]["outcomes"]["passed"] == 2
+    assert main(["clients", "-k", "send.nul-body", "--driver",
+                 f"{REFERENCE_DRIVER} --fault no-content-length"]) == 1
+    crash = script(tmp_path, "import sys; sys.exit(1)\n")
+    assert main(["clients", "-k", "send.nul-body", "--driver", crash]) == 3
+    assert main(["clients", "--driver", "'unbalanced"]) == 2
+    assert main(["clients", "-k", "no-such-case"]) == 2
+    err = capsys.readouterr().err
+    assert "no case could be graded" in err and "--driver:" in err
+
+
+def test_coverage_counts_client_statements_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["coverage", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    clients = report["clients"]
+    assert clients["covered_pairs"] >= 30
+    assert {"statement": "ack.id-required", "version": "1.2",
+            "cases": ["clients.ack.v12-ack-header"]} in clients["covered"]
+    assert report["uncovered"] == []  # the broker numbers are unchanged
