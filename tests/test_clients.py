@@ -5,16 +5,19 @@ a one-line error, a bad client case file names its line, and the verb's exit cod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conformance.cli import main
 from conformance.clients import REFERENCE_DRIVER, driver_process, run_client_cases
+from conformance.clients.driver_process import Driver
 from conformance.clients.faults import CLIENT_FAULTS
 from conformance.runner.results import SEVERITY, CaseResult, Outcome
 from conformance.scenario import CaseLoadError
@@ -160,3 +163,19 @@ def test_coverage_counts_client_statements_apart(capsys: pytest.CaptureFixture[s
     assert {"statement": "ack.id-required", "version": "1.2",
             "cases": ["clients.ack.v12-ack-header"]} in clients["covered"]
     assert report["uncovered"] == []  # the broker numbers are unchanged
+
+
+def test_an_event_taken_by_a_cancelled_wait_is_kept_for_the_next() -> None:
+    """A step waits for the client's connection and the driver's next event at once and
+    cancels the wait that lost; an event that wait had just taken is not lost."""
+    async def scenario() -> dict[str, Any] | None:
+        driver = Driver(["true"])
+        waiting = asyncio.create_task(driver.next_event(5))
+        await asyncio.sleep(0)
+        driver.events.put_nowait({"event": "receipt", "id": "r1"})
+        waiting.cancel()  # in the same tick: the queue has handed the event over
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        return await driver.next_event(0.1)
+
+    assert asyncio.run(scenario()) == {"event": "receipt", "id": "r1"}

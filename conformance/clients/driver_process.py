@@ -53,6 +53,8 @@ class Driver:
         self.env = env
         self.process: asyncio.subprocess.Process | None = None
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue(MAX_EVENTS)
+        #: an event taken from the queue by a wait that was then cancelled: the next wait's
+        self._unread: deque[dict[str, Any]] = deque()
         self.stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -106,6 +108,8 @@ class Driver:
     async def next_event(self, within: float) -> dict[str, Any] | None:
         """The next event, or None when none came within `within` seconds; DriverError once
         the driver has exited or broken the contract and every event before is taken."""
+        if self._unread:
+            return self._unread.popleft()
         if self.events.empty() and self.problem is not None:
             raise DriverError(self.problem)
         getting = asyncio.ensure_future(self.events.get())
@@ -113,6 +117,12 @@ class Driver:
         try:
             await asyncio.wait({getting, ended}, timeout=within,
                                return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # cancelled (a step waiting for a connection and an event at once) just as the
+            # event came: keep it for the next wait rather than lose it
+            if getting.done() and not getting.cancelled():
+                self._unread.append(getting.result())
+            raise
         finally:
             ended.cancel()
             if not getting.done():
