@@ -19,6 +19,7 @@ from conformance import __version__
 from conformance.cli.arguments import positive, seconds
 from conformance.cli.exits import Exit, fail
 from conformance.cli.options import Verbs, case_flags, chosen_cases
+from conformance.cli.selftest import show_kills
 from conformance.clients import REFERENCE_DRIVER, ClientInfo, run_client_cases
 from conformance.clients.run import passcode
 from conformance.files import STDOUT, write_report
@@ -108,22 +109,8 @@ def _selftest(args: argparse.Namespace, driver: str) -> Exit:
     result = asyncio.run(client_selftest(
         cases, full=args.full, jobs=args.jobs, timeout=args.timeout, driver=driver,
         progress=lambda text: progress.print(Text(text, style="dim"))))
-    out = make_console()
-    for r in result.not_passing:
-        out.print(Text(f"does not pass on the reference driver: {r.id} [{r.version}] "
-                       f"{r.outcome.value}: {r.message}", style="bold red"), soft_wrap=True)
-    out.print("client case x fault kill matrix (faults that make the case fail):")
-    for case_id in sorted({r.id for r in result.clean}):
-        killers = result.killers(case_id)
-        out.print(Text(f"  {case_id}: ", style="bold") +
-                  Text(", ".join(killers) if killers else "SURVIVES every fault",
-                       style="" if killers else "bold red"))
-    for fault in result.idle_faults:
-        out.print(Text(f"fault {fault} makes no case fail", style="bold red"))
-    out.print(f"kill rate {result.kill_rate:.1%} ({len(result.survivors)} surviving cases); "
-              f"{len(result.matrix) - len(result.idle_faults)} of {len(result.matrix)} faults "
-              f"kill at least one case; clients selftest {'passed' if result.ok else 'FAILED'}")
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
-    return Exit.OK if result.ok else Exit.FAILED
+        return Exit.OK if result.ok else Exit.FAILED
+    return show_kills(result, "the reference driver", "clients selftest")

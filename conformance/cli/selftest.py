@@ -17,7 +17,7 @@ from conformance.cli.arguments import positive
 from conformance.cli.exits import Exit, fail
 from conformance.cli.options import Verbs, case_flags, chosen_cases
 from conformance.report.console import make_console
-from conformance.selftest import selftest, selftest_variants
+from conformance.selftest import SelfTest, selftest, selftest_variants
 
 
 def add(verbs: Verbs) -> None:
@@ -63,10 +63,16 @@ def selftest_command(args: argparse.Namespace) -> Exit:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return Exit.OK if result.ok else Exit.FAILED
+    return show_kills(result, "the reference broker", "selftest")
+
+
+def show_kills(result: SelfTest, reference: str, name: str) -> Exit:
+    """A selftest on the console: what does not pass on the `reference`, the case x fault
+    kill matrix, the faults that kill nothing, and the one line that sums it up."""
     out = make_console()
     for r in result.not_passing:
-        out.print(Text(f"does not pass on the reference broker: {r.id} [{r.version}] "
-                       f"{r.outcome.value}: {r.message}", style="bold red"))
+        out.print(Text(f"does not pass on {reference}: {r.id} [{r.version}] "
+                       f"{r.outcome.value}: {r.message}", style="bold red"), soft_wrap=True)
     out.print("case x fault kill matrix (faults that make the case fail):")
     for case_id in sorted({r.id for r in result.clean}):
         killers = result.killers(case_id)
@@ -77,7 +83,7 @@ def selftest_command(args: argparse.Namespace) -> Exit:
         out.print(Text(f"fault {fault} makes no case fail", style="bold red"))
     out.print(f"kill rate {result.kill_rate:.1%} ({len(result.survivors)} surviving cases); "
               f"{len(result.matrix) - len(result.idle_faults)} of {len(result.matrix)} faults "
-              f"kill at least one case; selftest {'passed' if result.ok else 'FAILED'}")
+              f"kill at least one case; {name} {'passed' if result.ok else 'FAILED'}")
     return Exit.OK if result.ok else Exit.FAILED
 
 

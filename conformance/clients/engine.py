@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,9 +14,10 @@ from typing import Any
 from conformance.clients.driver_process import DriverError
 from conformance.clients.run import ClientRun, Unsupported
 from conformance.clients.steps import STEPS
-from conformance.runner.case_run import CaseError, StepFailed
-from conformance.runner.judge import broken
-from conformance.runner.results import BROKEN, CaseResult, Outcome, worst
+from conformance.runner.case_run import CaseError
+from conformance.runner.judge import StepFailed
+from conformance.runner.judge import outcome as graded
+from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import Case
 from conformance.scenario.model import TRANSPORT_NAMES
 
@@ -47,15 +47,6 @@ async def execute(run: ClientRun) -> None:
         await STEPS[step.kind](run, step.args)
 
 
-def _result(run: ClientRun, outcome: Outcome, **extra: Any) -> CaseResult:
-    case = run.case
-    return CaseResult(
-        id=case.id, title=case.title, version=run.version, outcome=outcome, level=case.level,
-        statements=case.statements, versions=case.versions, area=case.area, file=case.file,
-        line=case.line, duration_ms=(time.monotonic() - run.started) * 1000,
-        transcript=run.transcript.finish(), **extra)
-
-
 async def run_client_case(case: Case, version: str, driver: str, *, timeout: float = 30.0,
                           transport: str = "tcp", run_id: str = "",
                           info: ClientInfo | None = None) -> CaseResult:
@@ -63,7 +54,7 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
     anything the driver or the client does."""
     run = ClientRun(case, version, driver, run_id or secrets.token_hex(3))
     if transport not in case.transports:
-        return _result(run, Outcome.SKIPPED, message=f"the case runs over "
+        return run.result(Outcome.SKIPPED, message=f"the case runs over "
                        f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only")
     failure: StepFailed | None = None
     error = unsupported = ""
@@ -86,29 +77,14 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
     if info is not None and run.driver is not None and run.driver.ready and not info.library:
         info.library = str(run.driver.ready.get("library", ""))[:200]
         info.version = str(run.driver.ready.get("version", ""))[:100]
-    step = run.step
-    fields: dict[str, Any] = {"step_line": step.line if step else 0,
-                              "violations": [judged.text for judged in run.found]}
+    step_line = run.step.line if run.step else 0
+    found = {"step_line": step_line, "violations": [j.text for j in run.found]}
     if unsupported:
-        return _result(run, Outcome.UNSUPPORTED, message=unsupported[:300], **fields)
+        return run.result(Outcome.UNSUPPORTED, message=unsupported[:300], **found)
     if error:
-        return _result(run, Outcome.ERROR, message=error[:300], **fields)
-    grades = [g for g, _ in run.grades]
-    grades += [broken(judged.statement) for judged in run.found]
-    if failure is not None:
-        grades.append(failure.grade or BROKEN[case.level])
-        fields.update(expected=failure.expected, observed=failure.observed,
-                      message=f"line {fields['step_line']}: expected {failure.expected}; "
-                              f"observed {failure.observed}",
-                      statement=case.statements[0])
-    outcome = worst(*grades)
-    if failure is None and run.found and outcome != Outcome.PASSED:
-        first = next((j for j in run.found if broken(j.statement) == outcome), run.found[0])
-        fields.update(message=first.text, statement=first.statement)
-    elif failure is None:
-        fields["message"] = next((note for g, note in run.grades if g == outcome and note), "")
-    return _result(run, outcome, **fields)
-
+        return run.result(Outcome.ERROR, message=error[:300], **found)
+    outcome, fields = graded(case, run.grades, run.found, failure, step_line)
+    return run.result(outcome, **fields)
 
 async def run_client_cases(cases: Iterable[Case], driver: str, *, jobs: int = 4,
                            timeout: float = 30.0, transport: str = "tcp",

@@ -11,20 +11,17 @@ import asyncio
 import base64
 import binascii
 import json
-import re
 import time
-from collections.abc import Callable
 from typing import Any
 
 from conformance.clients.driver_process import Driver, DriverError
 from conformance.codec import Frame, validate_client_frame
-from conformance.runner.case_run import VARIABLE, CaseError, StepFailed
-from conformance.runner.judge import MAX_FOUND, Judged
-from conformance.runner.results import Outcome
-from conformance.scenario import Case, Step
+from conformance.runner.case_run import CaseError, RunningCase
+from conformance.runner.judge import MAX_FOUND, Judged, StepFailed
+from conformance.scenario import Case
 from conformance.wire.connection import Connection, Received
 from conformance.wire.stream import Transport
-from conformance.wire.transcript import Record, Transcript
+from conformance.wire.transcript import Record
 from conformance.wire.transport import listen_tcp
 
 #: The connection's name in transcripts, and the driver's.
@@ -42,19 +39,14 @@ class Unsupported(Exception):
     """The driver says its library cannot do what the case asks: graded unsupported."""
 
 
-class ClientRun:
+class ClientRun(RunningCase):
     """The state of one client case at one version."""
 
     def __init__(self, case: Case, version: str, driver: str, run_id: str) -> None:
-        self.case, self.version, self.driver_command = case, version, driver
-        self.started = time.monotonic()
-        self.transcript = Transcript()
-        self.grades: list[tuple[Outcome, str]] = []
-        self.found: list[Judged] = []
-        self.step: Step | None = None
-        slug = re.sub(r"[^a-z0-9]+", "-", case.id)
-        unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
-        self.variables: dict[str, str] = {
+        super().__init__(case, version, run_id)
+        self.driver_command = driver
+        unique = self.unique
+        self.variables = {
             "url": "", "version": version, "queue": f"/queue/{unique}", "id": unique,
             "host": "localhost", "login": "guest", "passcode": passcode(run_id),
         }
@@ -69,21 +61,8 @@ class ClientRun:
         #: the driver's events the steps have not taken, beyond the one being read
         self.pending: list[dict[str, Any]] = []
 
-    def clock(self) -> float:
-        return time.monotonic() - self.started
-
-    def substitute(self, text: str, quote: Callable[[str], str] = str) -> str:
-        return VARIABLE.sub(lambda m: quote(self.variables.get(m.group(1), m.group(0))), text)
-
-    def headers(self, given: Any) -> list[tuple[str, str]]:
-        pairs = given.items() if isinstance(given, dict) else (given or [])
-        return [(self.substitute(str(k)), self.substitute(str(v))) for k, v in pairs]
-
     def note(self, conn: str, text: str) -> None:
         self.transcript.add(Record(self.clock(), "note", conn, note=text[:NOTE_CHARS]))
-
-    def grade(self, outcome: Outcome, note: str) -> None:
-        self.grades.append((outcome, note))
 
     # -- the scripted broker's side ------------------------------------------------------
 

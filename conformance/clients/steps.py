@@ -17,8 +17,9 @@ from conformance.broker.connect import answer
 from conformance.broker.faults import Faults
 from conformance.broker.outgoing import error_frame, frame_bytes
 from conformance.clients.run import ClientRun, event_body, event_headers
-from conformance.codec import Frame, Heartbeat, LocalProtocolError, encode
-from conformance.runner.case_run import CaseError, StepFailed, heart_beat_pair
+from conformance.codec import Frame, LocalProtocolError, encode
+from conformance.runner.case_run import CaseError, heart_beat_pair
+from conformance.runner.judge import StepFailed
 from conformance.runner.results import Outcome
 from conformance.runner.steps.expectations import (
     DEFAULT_WITHIN,
@@ -28,6 +29,7 @@ from conformance.runner.steps.expectations import (
     matches,
     show_matcher,
 )
+from conformance.runner.steps.heartbeats import watch
 from conformance.wire.connection import Closed, Received, describe
 
 #: How long a driver command may take when a step waits for it.
@@ -268,23 +270,8 @@ async def step_expect_heartbeats(run: ClientRun, args: dict[str, Any] | None) ->
     every = max(cx, sy) / 1000
     tolerance = args.get("tolerance", 1.5)
     window = min(args.get("within") or every * args.get("intervals", 4), MAX_HEARTBEAT_WINDOW)
-    start = run.clock()
-    await asyncio.sleep(window)
-    end = run.clock()
-    arrivals = [r.t for r in run.transcript.records()
-                if r.conn == conn.name and r.direction == "in" and start <= r.t <= end]
-    kept: list[Received] = []
-    beats = 0
-    while conn.queue:
-        queued = conn.queue.popleft()
-        if isinstance(queued, Heartbeat):
-            beats += 1
-        else:
-            kept.append(queued)
-    conn.queue.extendleft(reversed(kept))
-    points = [start, *arrivals, end]
-    silence = max(b - a for a, b in zip(points, points[1:], strict=False))
-    if not arrivals or silence > every * tolerance:
+    beats, silence = await watch(conn, run.transcript, run.clock, window)
+    if silence >= window or silence > every * tolerance:
         raise StepFailed(f"data at least every {every * 1000:g} ms (MAX of CONNECT's cx={cx} "
                          f"and CONNECTED's sy={sy}, x{tolerance:g} tolerance) for {window:g} s",
                          f"{beats} heart-beat EOLs, the longest silence {silence * 1000:.0f} ms")

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from conformance.codec import Frame
-from conformance.runner.judge import Judged, judge
-from conformance.runner.results import Outcome, Refusal
+from conformance.runner.judge import Judged, StepFailed, judge
+from conformance.runner.results import CaseResult, Outcome, Refusal
 from conformance.scenario import Case, Step
 from conformance.spec.grammar import HEART_BEAT
 from conformance.wire.connection import Connection
@@ -20,14 +20,6 @@ from conformance.wire.target import Target
 from conformance.wire.transcript import Record, Transcript
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
-
-
-class StepFailed(Exception):
-    """An expectation not met: graded by the case's level (or the alternative's grade)."""
-
-    def __init__(self, expected: str, observed: str, *, grade: Outcome | None = None) -> None:
-        super().__init__(f"expected {expected}; observed {observed}")
-        self.expected, self.observed, self.grade = expected, observed, grade
 
 
 class CaseError(Exception):
@@ -63,29 +55,21 @@ def heart_beat_pair(value: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-class CaseRun:
-    """The state of one case at one version: connections, variables, grades."""
+class RunningCase:
+    """What every case has as it runs, a broker's or a client's: its clock, transcript and
+    variables, the grades its steps gave and what the validator found."""
 
-    def __init__(self, case: Case, version: str, target: Target, run_id: str) -> None:
-        self.case, self.version, self.target = case, version, target
+    def __init__(self, case: Case, version: str, run_id: str) -> None:
+        self.case, self.version = case, version
         self.started = time.monotonic()
         self.transcript = Transcript()
-        self.connections: dict[str, Connection] = {}
         self.grades: list[tuple[Outcome, str]] = []
         self.found: list[Judged] = []  # from the validator
-        self.server: dict[str, str] = {}
         self.step: Step | None = None
-        login, passcode = target.credentials
         slug = re.sub(r"[^a-z0-9]+", "-", case.id)
-        unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
-        self.variables: dict[str, str] = {
-            "queue": target.profile.queue.format(name=unique),
-            "queue2": target.profile.queue.format(name=unique + "-2"),
-            "topic": target.profile.topic.format(name=unique),
-            "topic2": target.profile.topic.format(name=unique + "-2"),
-            "id": unique, "host": target.virtual_host, "version": version,
-            "login": login or "", "passcode": passcode or "",
-        }
+        #: a name no other case run shares: its destinations' and ids'
+        self.unique = f"sc-{slug}-{version.replace('.', '')}-{run_id}"
+        self.variables: dict[str, str] = {}
 
     def clock(self) -> float:
         return time.monotonic() - self.started
@@ -96,6 +80,40 @@ class CaseRun:
     def headers(self, given: Any) -> list[tuple[str, str]]:
         pairs = given.items() if isinstance(given, dict) else (given or [])
         return [(self.substitute(str(k)), self.substitute(str(v))) for k, v in pairs]
+
+    def grade(self, outcome: Outcome, note: str) -> None:
+        self.grades.append((outcome, note))
+
+    def result(self, outcome: Outcome, **extra: Any) -> CaseResult:
+        """The case run's result: `outcome`, with the fields that explain it."""
+        case = self.case
+        return CaseResult(
+            id=case.id, title=case.title, version=self.version, outcome=outcome,
+            level=case.level, statements=case.statements, versions=case.versions,
+            area=case.area, file=case.file, line=case.line,
+            duration_ms=(time.monotonic() - self.started) * 1000,
+            transcript=self.transcript.finish(), **extra)
+
+
+class CaseRun(RunningCase):
+    """The state of one case at one version against a broker: connections, variables,
+    grades."""
+
+    def __init__(self, case: Case, version: str, target: Target, run_id: str) -> None:
+        super().__init__(case, version, run_id)
+        self.target = target
+        self.connections: dict[str, Connection] = {}
+        self.server: dict[str, str] = {}
+        login, passcode = target.credentials
+        unique = self.unique
+        self.variables = {
+            "queue": target.profile.queue.format(name=unique),
+            "queue2": target.profile.queue.format(name=unique + "-2"),
+            "topic": target.profile.topic.format(name=unique),
+            "topic2": target.profile.topic.format(name=unique + "-2"),
+            "id": unique, "host": target.virtual_host, "version": version,
+            "login": login or "", "passcode": passcode or "",
+        }
 
     async def open(self, name: str, subprotocols: Sequence[str] | None = None) -> Connection:
         """Connection `name`, offering `subprotocols` over WebSocket (None: the target's
@@ -137,9 +155,6 @@ class CaseRun:
             if not self.server:
                 self.server = frame.header_map
         judge(self.found, conn, frame)
-
-    def grade(self, outcome: Outcome, note: str) -> None:
-        self.grades.append((outcome, note))
 
     async def close(self) -> None:
         for conn in self.connections.values():

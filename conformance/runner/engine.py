@@ -18,13 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from conformance.runner.case_run import (
-    CaseDecided,
-    CaseError,
-    CaseRun,
-    SetupRefused,
-    StepFailed,
-)
+from conformance.runner.case_run import CaseDecided, CaseError, CaseRun, SetupRefused
 from conformance.runner.events import (
     CaseFinished,
     CaseStarted,
@@ -33,8 +27,9 @@ from conformance.runner.events import (
     RunFinished,
     RunStarted,
 )
-from conformance.runner.judge import broken
-from conformance.runner.results import BROKEN, CaseResult, Outcome, Refusal, worst
+from conformance.runner.judge import StepFailed
+from conformance.runner.judge import outcome as graded
+from conformance.runner.results import CaseResult, Outcome, Refusal
 from conformance.runner.steps import STEPS
 from conformance.scenario import Case, Step
 from conformance.scenario.loader import load_file
@@ -52,15 +47,6 @@ async def execute(run: CaseRun) -> None:
         await STEPS[step.kind](run, step.args)
 
 
-def _result(run: CaseRun, outcome: Outcome, **extra: Any) -> CaseResult:
-    case = run.case
-    return CaseResult(
-        id=case.id, title=case.title, version=run.version, outcome=outcome, level=case.level,
-        statements=case.statements, versions=case.versions, area=case.area, file=case.file,
-        line=case.line, duration_ms=(time.monotonic() - run.started) * 1000,
-        transcript=run.transcript.finish(), **extra)
-
-
 async def run_case(case: Case, version: str, target: Target, *, timeout: float,
                    run_id: str, strict: bool = False,
                    served: bool | None = None) -> tuple[CaseResult, dict[str, str]]:
@@ -74,16 +60,16 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
     run = CaseRun(case, version, target, run_id)
     profile = target.profile
     if version not in profile.versions:
-        return _result(run, Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
+        return run.result(Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
                        f"speak STOMP {version}"), {}
     transport = target.address.transport
     if transport not in case.transports:
-        return _result(run, Outcome.SKIPPED, message=f"the case runs over "
+        return run.result(Outcome.SKIPPED, message=f"the case runs over "
                        f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only, "
                        f"this run over {TRANSPORT_NAMES[transport]}"), {}
     missing = [c for c in case.requires if not profile.supports(c)]
     if missing:
-        return _result(run, Outcome.UNSUPPORTED, message="; ".join(
+        return run.result(Outcome.UNSUPPORTED, message="; ".join(
             target.probed.get(c, f"profile {profile.name!r} declares {c} absent")
             for c in missing)), {}
     failure: StepFailed | None = None
@@ -115,32 +101,17 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
                 f"{type(problem).__name__}: {problem}"
     finally:
         await run.close()
-    step = run.step
-    fields: dict[str, Any] = {"step_line": step.line if step else 0,
-                              "violations": [judged.text for judged in run.found]}
+    step_line = run.step.line if run.step else 0
     if error:
-        return _result(run, Outcome.ERROR, message=error, setup_refused=refused,
-                       **fields), run.server
-    grades = [g for g, _ in run.grades]
-    grades += [broken(judged.statement) for judged in run.found]
-    if failure is not None:
-        grades.append(failure.grade or BROKEN[case.level])
-        fields.update(expected=failure.expected, observed=failure.observed,
-                      message=f"line {fields['step_line']}: expected {failure.expected}; "
-                              f"observed {failure.observed}",
-                      statement=case.statements[0])
-    outcome = worst(*grades)
-    if failure is None and run.found and outcome != Outcome.PASSED:
-        first = next((j for j in run.found if broken(j.statement) == outcome), run.found[0])
-        fields.update(message=first.text, statement=first.statement)
-    elif failure is None:
-        fields["message"] = next((note for g, note in run.grades if g == outcome and note), "")
+        return run.result(Outcome.ERROR, message=error, setup_refused=refused,
+                       step_line=step_line, violations=[j.text for j in run.found]), run.server
+    outcome, fields = graded(case, run.grades, run.found, failure, step_line)
     deviation = profile.deviation(case.id, version)
     if deviation and outcome in (Outcome.FAILED, Outcome.NON_STRICT):
         fields["deviation"] = f"{deviation.observed} ({deviation.reason})"
         if not strict:
             outcome = Outcome.KNOWN_DEVIATION
-    return _result(run, outcome, **fields), run.server
+    return run.result(outcome, **fields), run.server
 
 
 

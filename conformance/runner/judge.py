@@ -1,18 +1,30 @@
-"""Judging what a case received: every frame goes through the validator, looked for by a
-step or not, and each statement it finds broken grades the case by the statement's level.
-CaseRun and the steps both come here; nothing here knows of either."""
+"""Judging what a case received, and grading the case: every frame goes through the
+validator, looked for by a step or not, and each statement it finds broken grades the case
+by the statement's level; `outcome` weighs those with the grades the steps gave and the
+expectation that failed. Broker and client cases alike come here; nothing here knows of
+either's run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from conformance.codec import Frame, validate_server_frame
-from conformance.runner.results import BROKEN, Outcome
+from conformance.runner.results import BROKEN, Outcome, worst
+from conformance.scenario import Case
 from conformance.spec import catalogue
 from conformance.wire.connection import Connection
 
 #: The most violations a case keeps (each grades the case; more only repeat them).
 MAX_FOUND = 100
+
+
+class StepFailed(Exception):
+    """An expectation not met: graded by the case's level (or the alternative's grade)."""
+
+    def __init__(self, expected: str, observed: str, *, grade: Outcome | None = None) -> None:
+        super().__init__(f"expected {expected}; observed {observed}")
+        self.expected, self.observed, self.grade = expected, observed, grade
 
 
 @dataclass
@@ -44,3 +56,25 @@ def broken(statement: str) -> Outcome:
     """The grade a case gets for breaking `statement`: failed for a MUST, non-strict for a
     SHOULD, informational for a MAY."""
     return BROKEN[catalogue()[statement].level.strength]
+
+
+def outcome(case: Case, grades: list[tuple[Outcome, str]], found: list[Judged],
+            failure: StepFailed | None, step_line: int) -> tuple[Outcome, dict[str, Any]]:
+    """A case's outcome, the worst of the grades its steps gave, the statements found broken
+    and the expectation that failed, with the fields of its result that explain it."""
+    fields: dict[str, Any] = {"step_line": step_line,
+                              "violations": [judged.text for judged in found]}
+    every = [g for g, _ in grades] + [broken(judged.statement) for judged in found]
+    if failure is not None:
+        every.append(failure.grade or BROKEN[case.level])
+        fields.update(expected=failure.expected, observed=failure.observed,
+                      message=f"line {step_line}: expected {failure.expected}; "
+                              f"observed {failure.observed}",
+                      statement=case.statements[0])
+    worst_one = worst(*every)
+    if failure is None and found and worst_one != Outcome.PASSED:
+        first = next((j for j in found if broken(j.statement) == worst_one), found[0])
+        fields.update(message=first.text, statement=first.statement)
+    elif failure is None:
+        fields["message"] = next((note for g, note in grades if g == worst_one and note), "")
+    return worst_one, fields

@@ -9,10 +9,10 @@ from conformance.runner.case_run import (
     CaseDecided,
     CaseRun,
     SetupRefused,
-    StepFailed,
     UpgradeRefused,
     heart_beat_pair,
 )
+from conformance.runner.judge import StepFailed
 from conformance.runner.results import Outcome, Refusal
 from conformance.runner.steps.expectations import DEFAULT_WITHIN
 from conformance.spec.grammar import VERSIONS, parse_accept_version

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from conformance.codec import Frame
-from conformance.runner.case_run import StepFailed
+from conformance.runner.judge import StepFailed
 from conformance.wire.connection import describe
 
 

@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 from conformance.codec import Frame, encode_raw, escape
-from conformance.runner.case_run import CaseRun, StepFailed
-from conformance.runner.judge import broken
+from conformance.runner.case_run import CaseRun
+from conformance.runner.judge import StepFailed, broken
 from conformance.runner.results import Outcome
 from conformance.runner.steps.expectations import (
     DEFAULT_WITHIN,

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from conformance.codec import Heartbeat
-from conformance.runner.case_run import CaseRun, StepFailed
-from conformance.runner.judge import broken
+from conformance.runner.case_run import CaseRun
+from conformance.runner.judge import StepFailed, broken
 from conformance.runner.results import Outcome
 from conformance.wire.connection import Connection, Received
+from conformance.wire.transcript import Transcript
 
 #: The longest a heart-beat step watches or sends (seconds), whatever was negotiated.
 MAX_HEARTBEAT_WINDOW = 15.0
@@ -56,6 +58,29 @@ def heartbeat_window(run: CaseRun, args: dict[str, Any], every: float) -> float 
     return float(min(window, MAX_HEARTBEAT_WINDOW))
 
 
+async def watch(conn: Connection, transcript: Transcript, clock: Callable[[], float],
+                window: float) -> tuple[int, float]:
+    """Watch `conn` for `window` seconds: the heart-beat EOLs that came (taken from its
+    queue; frames stay there) and the longest silence between arrivals of any data, from
+    the transcript's timestamps (the whole window when nothing came)."""
+    start = clock()
+    await asyncio.sleep(window)
+    end = clock()
+    arrivals = [r.t for r in transcript.records()
+                if r.conn == conn.name and r.direction == "in" and start <= r.t <= end]
+    kept: list[Received] = []
+    beats = 0
+    while conn.queue:
+        event = conn.queue.popleft()
+        if isinstance(event, Heartbeat):
+            beats += 1
+        else:
+            kept.append(event)
+    conn.queue.extendleft(reversed(kept))
+    points = [start, *arrivals, end]
+    return beats, max(b - a for a, b in zip(points, points[1:], strict=False))
+
+
 async def step_expect_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
     """Watch the connection for a while and judge the gaps between the data that arrived
     (any data counts: "any new data received ... is an indication that the remote end is
@@ -67,26 +92,11 @@ async def step_expect_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
     window = None if every is None else heartbeat_window(run, args, every)
     if every is None or window is None:
         return
-    start = run.clock()
-    await asyncio.sleep(window)
-    end = run.clock()
-    arrivals = [r.t for r in run.transcript.records()
-                if r.conn == conn.name and r.direction == "in" and start <= r.t <= end]
-    kept: list[Received] = []
-    beats = 0
-    while conn.queue:
-        event = conn.queue.popleft()
-        if isinstance(event, Heartbeat):
-            beats += 1
-        else:
-            kept.append(event)
-    conn.queue.extendleft(reversed(kept))
+    beats, silence = await watch(conn, run.transcript, run.clock, window)
     if args.get("none"):
         if beats:
             raise StepFailed(f"no heart-beat for {window:g} s", f"{beats} heart-beat EOLs")
         return
-    points = [start, *arrivals, end]
-    silence = max(b - a for a, b in zip(points, points[1:], strict=False))
     if not beats or silence > every * tolerance:
         raise StepFailed(f"data at least every {every * 1000:g} ms (x{tolerance:g} tolerance) "
                          f"for {window:g} s",

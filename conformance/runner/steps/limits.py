@@ -12,7 +12,8 @@ from typing import Any
 from conformance.codec import Frame
 from conformance.probes.limits import limit_frame
 from conformance.probes.search import Answer, find_limit
-from conformance.runner.case_run import CaseRun, StepFailed
+from conformance.runner.case_run import CaseRun
+from conformance.runner.judge import StepFailed
 from conformance.runner.results import Outcome
 from conformance.runner.steps.connect import step_connect
 from conformance.runner.steps.expectations import DEFAULT_WITHIN
