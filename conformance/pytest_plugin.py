@@ -21,6 +21,7 @@ from conformance.profiles import ProfileError, load_profile
 from conformance.runner.engine import Engine, run_case
 from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import Case, CaseLoadError, load_file
+from conformance.scenario.loader import is_client_file
 from conformance.spec import catalogue
 from conformance.wire.target import HarnessError, Target
 from conformance.wire.transport import parse_broker
@@ -66,7 +67,9 @@ TARGET = pytest.StashKey[Target]()
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
-    if file_path.suffix in (".yaml", ".yml") and TARGET in parent.config.stash:
+    # broker cases only: client cases (in a folder named `clients`) are `clients`' to run
+    if file_path.suffix in (".yaml", ".yml") and TARGET in parent.config.stash \
+            and not is_client_file(file_path, parent.config.rootpath):
         return CaseFile.from_parent(parent, path=file_path)
     return None
 

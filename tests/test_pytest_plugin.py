@@ -36,11 +36,13 @@ CASES = """\
 
 def test_cases_become_items_with_markers_and_domain_failures(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", cases=CASES)
+    # a folder of client cases beside them is not collected (the `clients` verb runs them)
+    pytester.mkdir("clients").joinpath("c.yaml").write_text("not: [a broker case")
     profile = pytester.makefile(".yaml", only12="name: only12\ncapabilities: {versions: ['1.2']}")
     with serving(TinyBroker("no-receipt")) as port:
         result = pytester.runpytest_subprocess(
             "--stomp-broker", f"127.0.0.1:{port}", "--stomp-profile", str(profile),
-            "-p", "no:cacheprovider", "-rs", "--junitxml=out.xml", "cases.yaml")
+            "-p", "no:cacheprovider", "-rs", "--junitxml=out.xml", "cases.yaml", "clients")
         must = pytester.runpytest_subprocess("--stomp-broker", f"127.0.0.1:{port}", "-m",
                                              "must and receipts", "cases.yaml", "-q")
     result.assert_outcomes(passed=1, failed=1, skipped=1)

@@ -178,6 +178,16 @@ def _captures(kind: str, args: Any) -> Iterator[str]:
         yield from args.get("capture", {})
 
 
+def is_client_file(file: Path, root: Path) -> bool:
+    """Whether `file`, found under `root`, holds client cases: it is in a folder named
+    `clients` below `root` (or `root` is that folder)."""
+    try:
+        parts = file.relative_to(root.parent).parts[:-1]
+    except ValueError:
+        parts = file.parts[:-1]
+    return CLIENT_FOLDER in parts
+
+
 def case_files(paths: Iterable[Path], *, client: bool = False) -> list[Path]:
     """The YAML files of `paths`: a file as given, a folder's files of the kind asked for
     (client cases: those under a folder named `clients`, the folder itself included)."""
@@ -185,8 +195,7 @@ def case_files(paths: Iterable[Path], *, client: bool = False) -> list[Path]:
     for path in paths:
         if path.is_dir():
             found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")
-                            and (CLIENT_FOLDER in p.relative_to(path.parent).parts[:-1])
-                            == client)
+                            and is_client_file(p, path) == client)
         elif path.exists():
             found.append(path)
         else:
