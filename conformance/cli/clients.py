@@ -23,6 +23,7 @@ from conformance.cli.selftest import show_kills
 from conformance.clients import REFERENCE_DRIVER, ClientInfo, run_client_cases
 from conformance.clients.run import passcode
 from conformance.files import STDOUT, write_report
+from conformance.profiles import Profile, ProfileError, load_profile, shipped_clients
 from conformance.report.console import ConsoleReporter, make_console
 from conformance.report.json_report import chunks, client_report_json
 from conformance.report.scrub import Scrubber
@@ -40,6 +41,12 @@ def add(verbs: Verbs) -> None:
     verb.add_argument("--driver", metavar="CMD",
                       help="the driver command, shell-split (default: the reference driver, "
                            f"{REFERENCE_DRIVER.split(' ', 1)[1]})")
+    verb.add_argument("--profile", metavar="NAME|FILE",
+                      help="the client library's profile: the versions it offers and its known "
+                           f"deviations (shipped: {', '.join(shipped_clients())}; or a YAML file)")
+    verb.add_argument("--strict", action="store_true",
+                      help="certification: grade the profile's known deviations as what they "
+                           "are (failed or non-strict), so a failed one exits 1")
     verb.add_argument("--transport", choices=("tcp", "ws"), default="tcp",
                       help="how the client reaches the scripted broker (default tcp)")
     verb.add_argument("--jobs", type=positive, default=4, help="cases run at once (default 4)")
@@ -64,6 +71,14 @@ def clients_command(args: argparse.Namespace) -> Exit:
         return fail(Exit.USAGE, f"--driver: {error}")
     if args.transport == "ws":
         return fail(Exit.USAGE, "--transport ws: client cases run over TCP only for now")
+    profile: Profile | None = None
+    if args.profile:
+        if args.selftest:
+            return fail(Exit.USAGE, "--profile: the selftest runs the reference driver")
+        try:
+            profile = load_profile(args.profile, clients=True)
+        except ProfileError as error:
+            return fail(Exit.USAGE, f"--profile: {error}")
     cases = chosen_cases(args, client=True)
     if not cases:
         return fail(Exit.USAGE, "no client case matches")
@@ -71,14 +86,16 @@ def clients_command(args: argparse.Namespace) -> Exit:
         return _selftest(args, driver)
     run_id = secrets.token_hex(3)
     shown = Scrubber(None).text(driver)
-    info = ClientInfo(driver=shown, transport=args.transport)
+    info = ClientInfo(driver=shown, transport=args.transport,
+                      profile=profile.name if profile else "")
     console = make_console(stderr=True)
     console.print(f"stomp-conformance: {sum(len(c.versions) for c in cases)} client case runs "
                   f"against {shown}")
     started = time.monotonic()
     results = asyncio.run(run_client_cases(cases, driver, jobs=args.jobs, timeout=args.timeout,
                                            transport=args.transport, info=info,
-                                           run_id=run_id))
+                                           run_id=run_id, profile=profile,
+                                           strict=args.strict))
     duration = time.monotonic() - started
     if info.library:
         console.print(Text(f"client: {info.library} {info.version}", style="dim"))

@@ -1,7 +1,8 @@
 """Running client cases: each case at each of its versions, with a fresh scripted broker and
 a fresh driver process, graded as broker cases are (the case's level for an expectation
-not met, each broken statement's level for what the validator found). Nothing a driver or
-a client does raises out of here: it is a grade, or an error of one line."""
+not met, each broken statement's level for what the validator found), and in the light of
+the library's profile as broker cases are in their broker's. Nothing a driver or a client
+does raises out of here: it is a grade, or an error of one line."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from typing import Any
 from conformance.clients.driver_process import DriverError
 from conformance.clients.run import ClientRun, Unsupported
 from conformance.clients.steps import STEPS
+from conformance.profiles import Profile
 from conformance.runner.case_run import CaseError
-from conformance.runner.judge import StepFailed
+from conformance.runner.judge import StepFailed, declared
 from conformance.runner.judge import outcome as graded
 from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import Case
@@ -33,10 +35,13 @@ class ClientInfo:
     library: str = ""
     version: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the client profile's name, when the run has one
+    profile: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"driver": self.driver, "transport": self.transport,
-                "library": self.library or None, "version": self.version or None}
+                "library": self.library or None, "version": self.version or None,
+                "profile": self.profile or None}
 
 
 async def execute(run: ClientRun) -> None:
@@ -49,10 +54,15 @@ async def execute(run: ClientRun) -> None:
 
 async def run_client_case(case: Case, version: str, driver: str, *, timeout: float = 30.0,
                           transport: str = "tcp", run_id: str = "",
-                          info: ClientInfo | None = None) -> CaseResult:
-    """One client case at one version against the client `driver` runs; never raises for
-    anything the driver or the client does."""
+                          info: ClientInfo | None = None, profile: Profile | None = None,
+                          strict: bool = False) -> CaseResult:
+    """One client case at one version against the client `driver` runs, graded in the light
+    of the library's `profile` (see `declared`); never raises for anything the driver or
+    the client does."""
     run = ClientRun(case, version, driver, run_id or secrets.token_hex(3))
+    if profile is not None and version not in profile.versions:
+        return run.result(Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
+                       f"speak STOMP {version}")
     if transport not in case.transports:
         return run.result(Outcome.SKIPPED, message=f"the case runs over "
                        f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only")
@@ -84,11 +94,15 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
     if error:
         return run.result(Outcome.ERROR, message=error[:300], **found)
     outcome, fields = graded(case, run.grades, run.found, failure, step_line)
+    if profile is not None:
+        outcome = declared(profile, case, version, outcome, fields, strict=strict)
     return run.result(outcome, **fields)
+
 
 async def run_client_cases(cases: Iterable[Case], driver: str, *, jobs: int = 4,
                            timeout: float = 30.0, transport: str = "tcp",
                            info: ClientInfo | None = None, run_id: str = "",
+                           profile: Profile | None = None, strict: bool = False,
                            done: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
     """Every case at each of its versions, `jobs` at once, in case order."""
     gate = asyncio.Semaphore(jobs)
@@ -97,7 +111,8 @@ async def run_client_cases(cases: Iterable[Case], driver: str, *, jobs: int = 4,
     async def one(case: Case, version: str) -> CaseResult:
         async with gate:
             result = await run_client_case(case, version, driver, timeout=timeout,
-                                           transport=transport, run_id=run_id, info=info)
+                                           transport=transport, run_id=run_id, info=info,
+                                           profile=profile, strict=strict)
         if done is not None:
             done(result)
         return result

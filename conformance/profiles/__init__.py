@@ -1,12 +1,17 @@
 """Broker profiles: what a broker needs (host header, credentials, destination names) and
 declares (versions and capabilities, known deviations with reasons). Shipped profiles live
-in conformance/profiles/; `--profile FILE` reads a user's own."""
+in conformance/profiles/; `--profile FILE` reads a user's own.
+
+Client profiles (`clients --profile`) are the same format with the broker-only keys absent:
+the versions a client library offers and its known deviations. The shipped ones live in
+conformance/profiles/clients/, apart, so that nothing judging brokers sees them."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -112,27 +117,42 @@ class Profile:
         return bool(self.capabilities.get(capability, True))
 
 
-def shipped() -> list[str]:
+def _folder(clients: bool) -> Traversable:
     folder = resources.files("conformance.profiles")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return folder / "clients" if clients else folder
 
 
-def load_profile(name_or_file: str) -> Profile:
-    """A shipped profile by name, or a YAML file by path."""
-    return _profile(_data(name_or_file))
+def shipped() -> list[str]:
+    """The shipped broker profiles."""
+    return _names(False)
 
 
-def _data(name_or_file: str) -> dict[str, Any]:
+def shipped_clients() -> list[str]:
+    """The shipped client library profiles."""
+    return _names(True)
+
+
+def _names(clients: bool) -> list[str]:
+    return sorted(p.name[:-5] for p in _folder(clients).iterdir() if p.name.endswith(".yaml"))
+
+
+def load_profile(name_or_file: str, *, clients: bool = False) -> Profile:
+    """A shipped profile by name (a client library's with `clients`), or a YAML file by
+    path."""
+    return _profile(_data(name_or_file, clients))
+
+
+def _data(name_or_file: str, clients: bool = False) -> dict[str, Any]:
     """A profile's validated data, with the data of the profile it extends beneath it."""
-    if name_or_file in shipped():
-        text = resources.files("conformance.profiles").joinpath(f"{name_or_file}.yaml") \
-            .read_text("utf-8")
+    names = _names(clients)
+    if name_or_file in names:
+        text = _folder(clients).joinpath(f"{name_or_file}.yaml").read_text("utf-8")
         where = f"profile {name_or_file!r}"
     else:
         path = Path(name_or_file)
         if not path.is_file():
             raise ProfileError(f"no profile {name_or_file!r}: give a file or one of "
-                               f"{', '.join(shipped())}")
+                               f"{', '.join(names)}")
         try:
             text = path.read_text("utf-8")
         except (OSError, UnicodeDecodeError) as error:
@@ -152,10 +172,10 @@ def _data(name_or_file: str) -> dict[str, Any]:
     base = data.get("extends")
     if base is None:
         return dict(data)
-    if base not in shipped():
+    if base not in names:
         raise ProfileError(f"{where}: extends {base!r}, which is not a shipped profile "
-                           f"({', '.join(shipped())})")
-    merged = _data(base)  # shipped profiles extend none in a circle (tests load them all)
+                           f"({', '.join(names)})")
+    merged = _data(base, clients)  # shipped profiles extend none in a circle (tests load them all)
     for key in ("capabilities", "deviations"):  # joined; every other key replaced
         data[key] = {**merged.get(key, {}), **data.get(key, {})}
     return {**merged, **data}

@@ -27,7 +27,7 @@ from conformance.runner.events import (
     RunFinished,
     RunStarted,
 )
-from conformance.runner.judge import StepFailed
+from conformance.runner.judge import StepFailed, declared
 from conformance.runner.judge import outcome as graded
 from conformance.runner.results import CaseResult, Outcome, Refusal
 from conformance.runner.steps import STEPS
@@ -106,11 +106,7 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
         return run.result(Outcome.ERROR, message=error, setup_refused=refused,
                        step_line=step_line, violations=[j.text for j in run.found]), run.server
     outcome, fields = graded(case, run.grades, run.found, failure, step_line)
-    deviation = profile.deviation(case.id, version)
-    if deviation and outcome in (Outcome.FAILED, Outcome.NON_STRICT):
-        fields["deviation"] = f"{deviation.observed} ({deviation.reason})"
-        if not strict:
-            outcome = Outcome.KNOWN_DEVIATION
+    outcome = declared(profile, case, version, outcome, fields, strict=strict)
     return run.result(outcome, **fields), run.server
 
 

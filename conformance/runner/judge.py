@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.codec import Frame, validate_server_frame
+from conformance.profiles import Profile
 from conformance.runner.results import BROKEN, Outcome, worst
 from conformance.scenario import Case
 from conformance.spec import catalogue
@@ -78,3 +79,15 @@ def outcome(case: Case, grades: list[tuple[Outcome, str]], found: list[Judged],
     elif failure is None:
         fields["message"] = next((note for g, note in grades if g == worst_one and note), "")
     return worst_one, fields
+
+
+def declared(profile: Profile, case: Case, version: str, outcome: Outcome,
+             fields: dict[str, Any], *, strict: bool = False) -> Outcome:
+    """A graded outcome in the light of the profile (a broker's or a client library's): a
+    failure the profile declares a deviation for is named in `fields` and, unless `strict`
+    (certification), graded known-deviation."""
+    deviation = profile.deviation(case.id, version)
+    if deviation is None or outcome not in (Outcome.FAILED, Outcome.NON_STRICT):
+        return outcome
+    fields["deviation"] = f"{deviation.observed} ({deviation.reason})"
+    return outcome if strict else Outcome.KNOWN_DEVIATION

@@ -1,0 +1,98 @@
+"""A driver (cases/clients/README.md) for stomp.py: its Connection10/11/12 with a listener
+reporting what the library hands the application."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib.metadata import version as installed
+from typing import Any
+
+import stomp
+from contract import Unsupported, address, answer, b64, body, commands, emit, heart_beat
+
+CONNECTIONS = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}
+
+
+class Listener(stomp.ConnectionListener):
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+
+    def on_connected(self, frame: Any) -> None:
+        emit("connected", headers=dict(frame.headers))
+
+    def on_message(self, frame: Any) -> None:
+        self.messages.append(frame)
+        emit("message", n=len(self.messages) - 1, headers=dict(frame.headers),
+             body_b64=b64(frame.body))
+
+    def on_receipt(self, frame: Any) -> None:
+        emit("receipt", id=frame.headers.get("receipt-id", ""))
+
+    def on_error(self, frame: Any) -> None:
+        emit("error", headers=dict(frame.headers), body_b64=b64(frame.body))
+
+    def on_disconnected(self) -> None:
+        emit("disconnected")
+
+
+def run(conn: Any, listener: Listener, op: str, c: dict[str, Any]) -> Any:
+    if op == "connect":
+        version = str(c.get("version", "1.2"))
+        if version not in CONNECTIONS:
+            raise Unsupported(f"STOMP {version}")
+        # 1.0 has neither heart-beats nor a host header
+        kwargs = {} if version == "1.0" else {"heartbeats": heart_beat(c), "vhost": c.get("host")}
+        conn = CONNECTIONS[version]([address(str(c["url"]))], auto_decode=False,
+                                    reconnect_attempts_max=1, **kwargs)
+        conn.set_listener("driver", listener)
+        conn.connect(c.get("login"), c.get("passcode"), wait=True)
+        return conn
+    if conn is None:
+        raise RuntimeError("not connected")
+    receipt = {"receipt": str(c["receipt"])} if c.get("receipt") else {}
+    if op == "send":
+        conn.send(str(c["destination"]), body(c), headers=dict(c.get("headers") or {}),
+                  **receipt)
+    elif op == "subscribe":
+        conn.subscribe(str(c["destination"]), id=str(c["id"]), ack=str(c.get("ack", "auto")))
+    elif op == "unsubscribe":
+        conn.unsubscribe(id=str(c["id"]))
+    elif op in ("ack", "nack"):
+        headers = listener.messages[int(c["message"])].headers
+        act = conn.ack if op == "ack" else getattr(conn, "nack", None)
+        if act is None:
+            raise Unsupported("NACK at STOMP 1.0")
+        transaction = c.get("transaction")
+        if isinstance(conn, stomp.Connection12):
+            act(headers["ack"], transaction=transaction)
+        elif isinstance(conn, stomp.Connection11):
+            act(headers["message-id"], headers["subscription"], transaction=transaction)
+        else:
+            act(headers["message-id"], transaction=transaction)
+    elif op in ("begin", "commit", "abort"):
+        getattr(conn, op)(str(c["transaction"]))
+    elif op == "disconnect":
+        # stomp.py always asks a receipt for DISCONNECT, and waits for it
+        conn.disconnect()
+    else:
+        raise Unsupported(f"no command {op!r}")
+    return conn
+
+
+def main() -> None:
+    emit("ready", library="stomp.py", version=installed("stomp-py"))
+    conn, listener = None, Listener()
+    for op, command in commands():
+        try:
+            conn = run(conn, listener, op, command)
+        except Exception as error:  # the library's refusal, reported as the contract says
+            answer(op, error)
+        else:
+            answer(op, None)
+    sys.stdout.flush()
+    os._exit(0)  # the library's receiver thread may still be blocked on the socket
+
+
+if __name__ == "__main__":
+    main()
