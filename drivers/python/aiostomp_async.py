@@ -14,7 +14,7 @@ from importlib.metadata import version as installed
 from typing import Any
 
 from aiostomp import AioStomp
-from aiostomp.errors import StompError
+from aiostomp.errors import ExceededRetryCount, StompError
 from contract import Unsupported, address, answer, b64, body, commands, emit, heart_beat
 
 
@@ -29,6 +29,7 @@ class Driver:
         self.client: Client | None = None
         self.messages: list[Any] = []
         self.subscriptions: dict[str, Any] = {}  # the case's id -> aiostomp's Subscription
+        self.gave_up = False  # its connecting failed (it reports that to the error handler)
 
     async def on_message(self, frame: Any, message: bytes | None) -> None:
         self.messages.append(frame)
@@ -36,7 +37,9 @@ class Driver:
              body_b64=b64(message))
 
     async def on_error(self, error: Exception) -> None:
-        if isinstance(error, StompError):  # else: its reconnecting gave up
+        if isinstance(error, ExceededRetryCount):
+            self.gave_up = True
+        elif isinstance(error, StompError):
             emit("error", headers={"message": str(error)}, body_b64=b64(error.detail))
 
     async def run(self, op: str, c: dict[str, Any]) -> None:
@@ -49,8 +52,10 @@ class Driver:
             self.client = Client(host, port, heartbeat=bool(c.get("heart_beat")),
                                  heartbeat_interval_cx=cx, heartbeat_interval_cy=cy,
                                  reconnect_max_attempts=0, error_handler=self.on_error)
+            self.gave_up = False
             await self.client.connect(c.get("login"), c.get("passcode"))
-            if not self.client._connected:
+            await asyncio.sleep(0)  # a failed connect's error handler runs in the next tick
+            if self.gave_up:
                 raise ConnectionError("aiostomp could not connect")
             emit("connected", headers={})
             return

@@ -62,13 +62,13 @@ class Driver:
         if op == "connect":
             host, port = address(str(c["url"]))
             version = str(c.get("version", "1.2"))
-            self.client = Stomp(StompConfig(f"tcp://{host}:{port}", login=c.get("login"),
-                                            passcode=c.get("passcode"), version=version))
+            client = Stomp(StompConfig(f"tcp://{host}:{port}", login=c.get("login"),
+                                       passcode=c.get("passcode"), version=version))
             # stompest refuses heart-beats at 1.0, even (0, 0)
             beats = None if version == StompSpec.VERSION_1_0 else heart_beat(c)
-            self.client.connect(versions=[version], host=c.get("host"), heartBeats=beats,
-                                connectTimeout=10, connectedTimeout=10)
-            session = self.client.session
+            client.connect(versions=[version], host=c.get("host"), heartBeats=beats,
+                           connectTimeout=10, connectedTimeout=10)
+            self.client, session = client, client.session
             # stompest keeps the CONNECTED frame to itself: these are what it hands on
             emit("connected", headers={"version": session.version, "server": session.server,
                                        "session": session.id})
