@@ -13,10 +13,12 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as installed
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from conformance.cli import main
 from conformance.profiles import load_profile, shipped, shipped_clients
+from conformance.report.json_report import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 #: profile -> the driver, the distribution it drives and the name its `ready` gives
@@ -50,6 +52,7 @@ def test_the_client_catalogue_through_a_shipped_driver(profile: str, tmp_path: P
     code = main(["clients", "--driver", driver(script), "--profile", profile, "--jobs", "8",
                  "--json", str(report_path)])
     report = json.loads(report_path.read_text())
+    jsonschema.validate(report, schema())
     bad = [f"{c['id']} [{c['version']}] {c['outcome']}: {c['message']}"
            for c in report["cases"] if c["outcome"] in ("failed", "non-strict", "error")]
     assert code == 0 and not bad, "\n".join(bad)
