@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from conformance.profiles import ProfileError, load_profile, shipped
+from conformance.runner.engine import Engine
+from conformance.wire.target import Target
+from conformance.wire.transport import parse_broker
 
 
 def test_every_shipped_profile_loads() -> None:
@@ -46,3 +49,9 @@ def test_a_bad_extension_is_one_line(tmp_path: Path, extends: str, message: str)
     with pytest.raises(ProfileError, match=message) as raised:
         load_profile(str(path))
     assert "\n" not in str(raised.value)
+
+
+def test_a_profile_caps_the_jobs_of_a_run() -> None:
+    address = parse_broker("ws://127.0.0.1:61619/ws")
+    assert Engine(Target(address, load_profile("stomp-broker-js")), jobs=8).jobs == 1
+    assert Engine(Target(address, load_profile("rabbitmq-web")), jobs=8).jobs == 8

@@ -53,6 +53,12 @@ SCHEMA: dict[str, Any] = {
                                                       "pattern": "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"}},
                            "path": {"type": "string", "pattern": "^/"}},
         },
+        "jobs": {
+            "description": "the most case runs the broker takes at once (the run's --jobs "
+                           "is cut to it): 1 for a broker that some frames bring down, with "
+                           "every session beside them",
+            "type": "integer", "minimum": 1,
+        },
         "capabilities": {
             "type": "object",
             "properties": {"versions": {"type": "array",
@@ -106,6 +112,8 @@ class Profile:
     #: path used when the address gives none
     subprotocols: tuple[str, ...] | None = None
     websocket_path: str | None = None
+    #: the most case runs at once the broker takes (None: as many as the run asks)
+    jobs: int | None = None
 
     def deviation(self, case_id: str, version: str) -> Deviation | None:
         """The deviation declared for a case at one version (key `ID@VERSION`), else for
@@ -199,4 +207,5 @@ def _profile(data: dict[str, Any]) -> Profile:
         deviations={k: Deviation(**v) for k, v in data.get("deviations", {}).items()},
         subprotocols=None if subprotocols is None else tuple(subprotocols),
         websocket_path=websocket.get("path"),
+        jobs=data.get("jobs"),
     )

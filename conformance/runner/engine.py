@@ -145,7 +145,9 @@ class Engine:
                  transcripts: int = 16 << 20) -> None:
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
-        self.target, self.jobs, self.strict = target, jobs, strict
+        # a profile's limit wins: more at once would only break the broker's other sessions
+        self.target, self.strict = target, strict
+        self.jobs = min(jobs, target.profile.jobs or jobs)
         self.case_timeout, self.deadline = case_timeout, deadline
         self.run_id = uuid.uuid4().hex[:8]
         #: what the run's results keep of their transcripts, in all (octets)
