@@ -56,10 +56,12 @@ def bytewise(data: bytes) -> list[bytes]:
     return [data[i:i + 1] for i in range(len(data))]
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`stomp-conformance ARGS` in a child process (with `env` added to the environment)."""
+def cli(*args: str, env: dict[str, str] | None = None,
+        timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`stomp-conformance ARGS` in a child process (with `env` added to the environment),
+    given `timeout` seconds."""
     return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 HEAD = """\
