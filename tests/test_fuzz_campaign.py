@@ -252,8 +252,14 @@ def test_a_second_campaign_in_the_same_folder_is_refused_while_one_runs(tmp_path
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while not (corpus / "state.json").exists() and time.monotonic() < deadline:
+        state = corpus / "state.json"
+        while not state.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
+        # the campaign saves its state again once it runs, its SIGTERM handler set: a
+        # SIGTERM before that (a loaded machine starting its broker) would kill it outright
+        first = state.stat().st_mtime_ns
+        while state.stat().st_mtime_ns == first and time.monotonic() < deadline:
+            time.sleep(0.05)
         done = cli("fuzz", "--time", "1s", "--corpus", str(corpus), "--seed", "3")
         assert done.returncode == 2 and "another campaign is running" in done.stderr
     finally:
