@@ -62,10 +62,10 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
     run = ClientRun(case, version, driver, run_id or secrets.token_hex(3))
     if profile is not None and version not in profile.versions:
         return run.result(Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
-                       f"speak STOMP {version}")
+                     f"speak STOMP {version}")
     if transport not in case.transports:
         return run.result(Outcome.SKIPPED, message=f"the case runs over "
-                       f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only")
+                     f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only")
     failure: StepFailed | None = None
     error = unsupported = ""
     try:

@@ -17,7 +17,7 @@ from typing import Any
 from conformance.clients.driver_process import Driver, DriverError
 from conformance.codec import Frame, validate_client_frame
 from conformance.runner.case_run import CaseError, RunningCase
-from conformance.runner.judge import MAX_FOUND, Judged, StepFailed
+from conformance.runner.judge import Judged, StepFailed, keep
 from conformance.scenario import Case
 from conformance.wire.connection import Connection, Received
 from conformance.wire.stream import Transport
@@ -114,9 +114,7 @@ class ClientRun(RunningCase):
         validator at the case's version, up to MAX_FOUND violations."""
         found = list(frame.violations)
         found += validate_client_frame(frame, version=self.connection().version)  # type: ignore[arg-type]
-        for violation in found:
-            if len(self.found) < MAX_FOUND:
-                self.found.append(Judged(violation.statement, f"{CLIENT}: {violation}"))
+        keep(self.found, (Judged(v.statement, f"{CLIENT}: {v}") for v in found))
 
     async def next_frame(self, within: float) -> Received | None:
         """The client's next frame (judged), a close, or None within `within` seconds."""

@@ -61,12 +61,12 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
     profile = target.profile
     if version not in profile.versions:
         return run.result(Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
-                       f"speak STOMP {version}"), {}
+                     f"speak STOMP {version}"), {}
     transport = target.address.transport
     if transport not in case.transports:
         return run.result(Outcome.SKIPPED, message=f"the case runs over "
-                       f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only, "
-                       f"this run over {TRANSPORT_NAMES[transport]}"), {}
+                     f"{' and '.join(TRANSPORT_NAMES[t] for t in case.transports)} only, "
+                     f"this run over {TRANSPORT_NAMES[transport]}"), {}
     missing = [c for c in case.requires if not profile.supports(c)]
     if missing:
         return run.result(Outcome.UNSUPPORTED, message="; ".join(
@@ -104,7 +104,7 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
     step_line = run.step.line if run.step else 0
     if error:
         return run.result(Outcome.ERROR, message=error, setup_refused=refused,
-                       step_line=step_line, violations=[j.text for j in run.found]), run.server
+                     step_line=step_line, violations=[j.text for j in run.found]), run.server
     outcome, fields = graded(case, run.grades, run.found, failure, step_line)
     outcome = declared(profile, case, version, outcome, fields, strict=strict)
     return run.result(outcome, **fields), run.server

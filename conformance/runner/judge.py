@@ -6,6 +6,7 @@ either's run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,12 +46,17 @@ def violations(conn: Connection, frame: Frame) -> list[Judged]:
     return [Judged(v.statement, f"{conn.name}: {v}") for v in found]
 
 
-def judge(found: list[Judged], conn: Connection, frame: Frame) -> None:
-    """Add to `found` what the validator finds in `frame`, up to MAX_FOUND: a storm of bad
-    frames says all it has to say in its first ones."""
-    for judged in violations(conn, frame):
+def keep(found: list[Judged], new: Iterable[Judged]) -> None:
+    """Add `new` to `found`, up to MAX_FOUND: a storm of bad frames says all it has to say
+    in its first ones."""
+    for judged in new:
         if len(found) < MAX_FOUND:
             found.append(judged)
+
+
+def judge(found: list[Judged], conn: Connection, frame: Frame) -> None:
+    """Add to `found` what the validator finds in `frame` (see `keep`)."""
+    keep(found, violations(conn, frame))
 
 
 def broken(statement: str) -> Outcome:
