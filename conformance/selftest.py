@@ -25,7 +25,7 @@ from conformance.broker import FAULTS, embedded
 from conformance.broker.faults import WEBSOCKET_FAULTS
 from conformance.broker.variants import VARIANTS, Variant, variant
 from conformance.clients import REFERENCE_DRIVER, run_client_cases
-from conformance.clients.faults import CLIENT_FAULTS
+from conformance.clients.faults import CLIENT_FAULTS, WEBSOCKET_CLIENT_FAULTS
 from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
 from conformance.runner.results import SEVERITY, CaseResult, Outcome, worst
@@ -293,6 +293,8 @@ async def client_selftest(cases: list[Case], *, full: bool = False, jobs: int = 
     result = SelfTest(await run_client_cases(cases, driver, jobs=jobs, timeout=timeout,
                                              transport=transport))
     for fault in CLIENT_FAULTS:
+        if fault in WEBSOCKET_CLIENT_FAULTS and transport != "ws":
+            continue
         picked = [c for c in cases if full or fault in planned_client_faults(c)]
         results = await run_client_cases(picked, f"{driver} --fault {fault}", jobs=jobs,
                                          timeout=timeout, transport=transport) \

@@ -20,7 +20,7 @@ import pytest
 from conformance.cli import main
 from conformance.clients import REFERENCE_DRIVER, ClientInfo, driver_process, run_client_cases
 from conformance.clients.driver_process import Driver
-from conformance.clients.faults import CLIENT_FAULTS
+from conformance.clients.faults import CLIENT_FAULTS, WEBSOCKET_CLIENT_FAULTS
 from conformance.runner.results import SEVERITY, CaseResult, Outcome
 from conformance.scenario import CaseLoadError
 from conformance.scenario.loader import load_cases
@@ -30,8 +30,8 @@ CASES = load_cases([ROOT / "cases"], client=True)
 PY = shlex.quote(sys.executable)
 
 
-def run(cases: list, driver: str = REFERENCE_DRIVER) -> list[CaseResult]:
-    return asyncio.run(run_client_cases(cases, driver, jobs=8, timeout=20))
+def run(cases: list, driver: str = REFERENCE_DRIVER, transport: str = "tcp") -> list[CaseResult]:
+    return asyncio.run(run_client_cases(cases, driver, jobs=8, timeout=20, transport=transport))
 
 
 def script(tmp_path: Path, body: str) -> str:
@@ -47,16 +47,18 @@ def test_the_client_catalogue_is_loaded_apart_from_the_broker_cases() -> None:
 
 
 def test_the_reference_driver_passes_every_client_case() -> None:
-    results = run(CASES)
+    over_tcp = [c for c in CASES if "tcp" in c.transports]
+    results = run(over_tcp)
     assert [(r.id, r.version, r.message) for r in results if r.outcome != Outcome.PASSED] == []
-    assert len(results) == sum(len(c.versions) for c in CASES)
+    assert len(results) == sum(len(c.versions) for c in over_tcp)
 
 
 @pytest.mark.parametrize("fault", sorted(CLIENT_FAULTS))
 def test_each_fault_kills_the_cases_tagged_with_it(fault: str) -> None:
     tagged = [c for c in CASES if f"fault:{fault}" in c.tags]
     assert tagged, f"no client case is tagged fault:{fault}"
-    results = run(tagged, f"{REFERENCE_DRIVER} --fault {fault}")
+    results = run(tagged, f"{REFERENCE_DRIVER} --fault {fault}",
+                  "ws" if fault in WEBSOCKET_CLIENT_FAULTS else "tcp")
     for case in tagged:
         grades = [r.outcome for r in results if r.id == case.id]
         assert Outcome.ERROR not in grades, [r.message for r in results]

@@ -97,6 +97,10 @@ class Client:
                 for event in events:
                     if not isinstance(event, Heartbeat):
                         self.received(event)
+                if "ws-message-is-frame" in self.faults and self.parser.buffered:
+                    # a message's unfinished frame dropped (over WebSocket, each receive is
+                    # one message's octets)
+                    self.parser = Parser(version=self.parser.version, strict=False)
         except TransportError as error:  # a reset: the connection is gone all the same
             print(f"connection lost: {error}", file=sys.stderr)
         for waiter in self.waiting.values():
