@@ -25,7 +25,7 @@ from conformance.broker import FAULTS, embedded
 from conformance.broker.faults import WEBSOCKET_FAULTS
 from conformance.broker.variants import VARIANTS, Variant, variant
 from conformance.clients import REFERENCE_DRIVER, run_client_cases
-from conformance.clients.faults import CLIENT_FAULTS
+from conformance.clients.faults import CLIENT_FAULTS, WEBSOCKET_CLIENT_FAULTS
 from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
 from conformance.runner.results import SEVERITY, CaseResult, Outcome, worst
@@ -282,16 +282,23 @@ def planned_client_faults(case: Case) -> list[str]:
 
 async def client_selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
                           timeout: float = 30.0, driver: str = REFERENCE_DRIVER,
+                          transport: str = "tcp",
                           progress: Callable[[str], None] = lambda _: None) -> SelfTest:
     """The client cases against the reference driver (every case must pass) and against
     it under each of its faults (every case must fail under one, each fault must make one
-    fail): under the faults each case's tags name, or with `full` every fault."""
+    fail): under the faults each case's tags name, or with `full` every fault; the client
+    reaching the scripted broker over `transport` (tcp or ws)."""
+    cases = over_transport(cases, transport == "ws")
     progress(f"the client cases against the reference driver ({len(cases)} cases)")
-    result = SelfTest(await run_client_cases(cases, driver, jobs=jobs, timeout=timeout))
+    result = SelfTest(await run_client_cases(cases, driver, jobs=jobs, timeout=timeout,
+                                             transport=transport))
     for fault in CLIENT_FAULTS:
+        if fault in WEBSOCKET_CLIENT_FAULTS and transport != "ws":
+            continue
         picked = [c for c in cases if full or fault in planned_client_faults(c)]
         results = await run_client_cases(picked, f"{driver} --fault {fault}", jobs=jobs,
-                                         timeout=timeout) if picked else []
+                                         timeout=timeout, transport=transport) \
+            if picked else []
         row = result.matrix.setdefault(fault, {})
         for r in results:  # a case is as bad as its worst version
             row[r.id] = worst(row.get(r.id, Outcome.PASSED), r.outcome)

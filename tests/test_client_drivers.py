@@ -1,14 +1,18 @@
-"""The client catalogue through each shipped Python driver (drivers/python/) with its client
-profile (conformance/profiles/clients/): each run exits 0 with no error, every failure is a
-deviation the profile records and every deviation not marked intermittent still shows, so a
-profile can neither hide a new failure nor keep one the library no longer has. The driver's
-`ready` names the library and the version installed."""
+"""The client catalogue through each shipped driver (drivers/python/, drivers/node/) with its
+client profile (conformance/profiles/clients/), over TCP and, where the library has it,
+STOMP over WebSocket: each run exits 0 with no error, every failure is a deviation the
+profile records and every deviation not marked intermittent still shows, so a profile can
+neither hide a new failure nor keep one the library no longer has. The driver's `ready`
+names the library and the version installed; over WebSocket the report says what the
+client offered and got. A library without WebSocket answers every ws:// case unsupported."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as installed
 from pathlib import Path
@@ -16,64 +20,132 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from conformance import __version__
 from conformance.cli import main
+from conformance.clients import REFERENCE_DRIVER
 from conformance.profiles import load_profile, shipped, shipped_clients
 from conformance.report.json_report import schema
+from conformance.wire.websocket import SUBPROTOCOL_VERSIONS
 
 ROOT = Path(__file__).resolve().parents[1]
-#: profile -> the driver, the distribution it drives and the name its `ready` gives
-DRIVERS = {"client-stomp-py": ("stomppy.py", "stomp-py", "stomp.py"),
-           "client-stompest": ("stompest_sync.py", "stompest", "stompest"),
-           "client-aiostomp": ("aiostomp_async.py", "aiostomp", "aiostomp")}
+NODE_MODULES = ROOT / "drivers" / "node" / "node_modules"
 
 
-def driver(script: str) -> str:
-    return f"{sys.executable} {ROOT / 'drivers' / 'python' / script}"
+@dataclass(frozen=True)
+class Shipped:
+    """A driver as shipped: its script under drivers/ (none: the reference driver), the
+    package it drives (PyPI or npm), the name its `ready` gives, its profile, and the
+    transport it runs over."""
+
+    script: str
+    package: str
+    library: str
+    profile: str | None
+    transport: str = "tcp"
+
+    def command(self) -> str:
+        if not self.script:
+            return REFERENCE_DRIVER
+        runtime = sys.executable if self.script.endswith(".py") else shutil.which("node")
+        return f"{runtime} {ROOT / 'drivers' / self.script}"
+
+    def installed_version(self) -> str:
+        """The version installed; skips (fails in CI) with the reason when it is not."""
+        if not self.script:
+            return __version__
+        if self.script.endswith(".py"):
+            try:
+                return installed(self.package)
+            except PackageNotFoundError:
+                why = f"{self.package} is not installed (pip install -e '.[test]')"
+        elif shutil.which("node") is None:
+            why = "node is not installed (.ci/install test puts it in)"
+        elif not (package := NODE_MODULES / self.package / "package.json").is_file():
+            why = f"{self.package} is not installed (npm ci --prefix drivers/node)"
+        else:
+            return str(json.loads(package.read_text())["version"])
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+DRIVERS = {
+    "stomp-py": Shipped("python/stomppy.py", "stomp-py", "stomp.py", "client-stomp-py"),
+    "stomp-py-ws": Shipped("python/stomppy.py", "stomp-py", "stomp.py", "client-stomp-py",
+                           "ws"),
+    "stompest": Shipped("python/stompest_sync.py", "stompest", "stompest", "client-stompest"),
+    "aiostomp": Shipped("python/aiostomp_async.py", "aiostomp", "aiostomp", "client-aiostomp"),
+    "stompjs": Shipped("node/stompjs.js", "@stomp/stompjs", "@stomp/stompjs", "client-stompjs"),
+    "stompjs-ws": Shipped("node/stompjs.js", "@stomp/stompjs", "@stomp/stompjs",
+                          "client-stompjs", "ws"),
+    "stompit": Shipped("node/stompit.js", "stompit", "stompit", "client-stompit"),
+    "reference-ws": Shipped("", "stomp-conformance", "stomp-conformance reference driver",
+                            None, "ws"),
+}
+#: drivers whose library has no WebSocket transport
+TCP_ONLY = ("stompest", "aiostomp", "stompit")
 
 
 def test_every_shipped_client_profile_has_a_driver_and_none_is_a_broker_profile() -> None:
-    assert sorted(DRIVERS) == shipped_clients()
+    assert sorted({d.profile for d in DRIVERS.values() if d.profile}) == shipped_clients()
     assert not set(shipped_clients()) & set(shipped())
     for name in shipped_clients():
         assert load_profile(name, clients=True).name == name
 
 
-@pytest.mark.parametrize("profile", sorted(DRIVERS))
-def test_the_client_catalogue_through_a_shipped_driver(profile: str, tmp_path: Path) -> None:
-    script, distribution, library = DRIVERS[profile]
-    try:
-        expected_version = installed(distribution)
-    except PackageNotFoundError:
-        why = f"{distribution} is not installed (pip install -e '.[test]')"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
+@pytest.mark.parametrize("name", sorted(DRIVERS))
+def test_the_client_catalogue_through_a_shipped_driver(name: str, tmp_path: Path) -> None:
+    shipped_driver = DRIVERS[name]
+    expected_version = shipped_driver.installed_version()
     report_path = tmp_path / "report.json"
-    code = main(["clients", "--driver", driver(script), "--profile", profile, "--jobs", "8",
-                 "--json", str(report_path)])
+    profile = ["--profile", shipped_driver.profile] if shipped_driver.profile else []
+    code = main(["clients", "--driver", shipped_driver.command(), *profile, "--jobs", "8",
+                 "--transport", shipped_driver.transport, "--json", str(report_path)])
     report = json.loads(report_path.read_text())
     jsonschema.validate(report, schema())
     bad = [f"{c['id']} [{c['version']}] {c['outcome']}: {c['message']}"
            for c in report["cases"] if c["outcome"] in ("failed", "non-strict", "error")]
     assert code == 0 and not bad, "\n".join(bad)
-    assert (report["client"]["library"], report["client"]["version"]) == \
-        (library, expected_version)
-    assert report["client"]["profile"] == profile
+    client = report["client"]
+    assert (client["library"], client["version"]) == (shipped_driver.library, expected_version)
+    assert (client["profile"], client["transport"]) == \
+        (shipped_driver.profile, shipped_driver.transport)
+    if shipped_driver.transport == "ws":  # each version ran got its own subprotocol
+        names = {v: n for n, v in SUBPROTOCOL_VERSIONS.items()}
+        assert client["versions"] and all(
+            names[v] in client["websocket"][v]["offered"] and
+            client["websocket"][v]["accepted"] == names[v] for v in client["versions"])
+    if shipped_driver.profile is None:
+        assert {c["outcome"] for c in report["cases"]} == {"passed"}
+        return
     shown = {key for c in report["cases"] if c["outcome"] == "known-deviation"
              for key in (c["id"], f"{c['id']}@{c['version']}")}
-    deviations = load_profile(profile, clients=True).deviations
+    deviations = load_profile(shipped_driver.profile, clients=True).deviations
     stale = [key for key, d in deviations.items() if key not in shown and not d.intermittent]
-    assert not stale, f"deviations {profile} no longer shows: {stale}"
-    speaks = load_profile(profile, clients=True).versions
+    assert not stale, f"deviations {shipped_driver.profile} no longer shows: {stale}"
+    speaks = load_profile(shipped_driver.profile, clients=True).versions
     assert all(c["outcome"] == "unsupported" for c in report["cases"]
                if c["version"] not in speaks)
 
 
-def test_strict_grades_a_client_profile_deviation_as_what_it_is(tmp_path: Path) -> None:
-    script, _, _ = DRIVERS["client-stompest"]
+@pytest.mark.parametrize("name", TCP_ONLY)
+def test_a_library_without_websocket_answers_a_ws_url_unsupported(
+        name: str, tmp_path: Path) -> None:
+    shipped_driver = DRIVERS[name]
+    shipped_driver.installed_version()
     report_path = tmp_path / "report.json"
-    pytest.importorskip("stompest", reason="stompest is not installed")
-    code = main(["clients", "--driver", driver(script), "--profile", "client-stompest",
+    code = main(["clients", "--driver", shipped_driver.command(), "--transport", "ws",
+                 "-k", "clients.send", "--json", str(report_path)])
+    cases = json.loads(report_path.read_text())["cases"]
+    assert code == 0 and cases and {c["outcome"] for c in cases} == {"unsupported"}
+    assert any("unsupported: url 'ws://127.0.0.1:" in c["message"] for c in cases)
+
+
+def test_strict_grades_a_client_profile_deviation_as_what_it_is(tmp_path: Path) -> None:
+    shipped_driver = DRIVERS["stompest"]
+    shipped_driver.installed_version()
+    report_path = tmp_path / "report.json"
+    code = main(["clients", "--driver", shipped_driver.command(), "--profile", "client-stompest",
                  "--strict", "-k", "send.nul-body", "--json", str(report_path)])
     cases = json.loads(report_path.read_text())["cases"]
     assert code == 1 and {c["outcome"] for c in cases} == {"failed"}

@@ -1,6 +1,8 @@
 """Client conformance: the reference driver passes every client case over TCP, each of its
 faults kills the cases tagged with it, a driver that crashes, hangs or prints garbage gives
-a one-line error, a bad client case file names its line, and the verb's exit codes."""
+a one-line error, a bad client case file names its line, and the verb's exit codes; over
+WebSocket, the scripted broker's negotiation, the transcript's messages, the report's
+subprotocols and the selftest's kills."""
 
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from typing import Any
 import pytest
 
 from conformance.cli import main
-from conformance.clients import REFERENCE_DRIVER, driver_process, run_client_cases
+from conformance.clients import REFERENCE_DRIVER, ClientInfo, driver_process, run_client_cases
 from conformance.clients.driver_process import Driver
-from conformance.clients.faults import CLIENT_FAULTS
+from conformance.clients.faults import CLIENT_FAULTS, WEBSOCKET_CLIENT_FAULTS
 from conformance.runner.results import SEVERITY, CaseResult, Outcome
 from conformance.scenario import CaseLoadError
 from conformance.scenario.loader import load_cases
@@ -28,8 +30,8 @@ CASES = load_cases([ROOT / "cases"], client=True)
 PY = shlex.quote(sys.executable)
 
 
-def run(cases: list, driver: str = REFERENCE_DRIVER) -> list[CaseResult]:
-    return asyncio.run(run_client_cases(cases, driver, jobs=8, timeout=20))
+def run(cases: list, driver: str = REFERENCE_DRIVER, transport: str = "tcp") -> list[CaseResult]:
+    return asyncio.run(run_client_cases(cases, driver, jobs=8, timeout=20, transport=transport))
 
 
 def script(tmp_path: Path, body: str) -> str:
@@ -45,16 +47,18 @@ def test_the_client_catalogue_is_loaded_apart_from_the_broker_cases() -> None:
 
 
 def test_the_reference_driver_passes_every_client_case() -> None:
-    results = run(CASES)
+    over_tcp = [c for c in CASES if "tcp" in c.transports]
+    results = run(over_tcp)
     assert [(r.id, r.version, r.message) for r in results if r.outcome != Outcome.PASSED] == []
-    assert len(results) == sum(len(c.versions) for c in CASES)
+    assert len(results) == sum(len(c.versions) for c in over_tcp)
 
 
 @pytest.mark.parametrize("fault", sorted(CLIENT_FAULTS))
 def test_each_fault_kills_the_cases_tagged_with_it(fault: str) -> None:
     tagged = [c for c in CASES if f"fault:{fault}" in c.tags]
     assert tagged, f"no client case is tagged fault:{fault}"
-    results = run(tagged, f"{REFERENCE_DRIVER} --fault {fault}")
+    results = run(tagged, f"{REFERENCE_DRIVER} --fault {fault}",
+                  "ws" if fault in WEBSOCKET_CLIENT_FAULTS else "tcp")
     for case in tagged:
         grades = [r.outcome for r in results if r.id == case.id]
         assert Outcome.ERROR not in grades, [r.message for r in results]
@@ -179,3 +183,55 @@ def test_an_event_taken_by_a_cancelled_wait_is_kept_for_the_next() -> None:
         return await driver.next_event(0.1)
 
     assert asyncio.run(scenario()) == {"event": "receipt", "id": "r1"}
+
+
+# -- over WebSocket ---------------------------------------------------------------------------
+
+def test_over_websocket_the_transcript_has_each_message_and_the_report_the_subprotocol(
+        tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    assert main(["clients", "--transport", "ws", "-k", "send.nul-body", "--json",
+                 str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert data["client"]["transport"] == "ws"
+    assert data["client"]["websocket"] == {
+        v: {"offered": [f"v1{v[-1]}.stomp"], "accepted": f"v1{v[-1]}.stomp"}
+        for v in ("1.1", "1.2")}
+    notes = [r["note"] for r in data["cases"][0]["transcript"] if r["dir"] == "note"]
+    assert any(n.startswith("WebSocket upgrade of /ws offering v1") for n in notes)
+    # the client's SEND, holding a NUL, came as one text message; CONNECTED went as one
+    assert any(n.startswith("in text message, ") for n in notes)
+    assert any(n.startswith("out text message, ") for n in notes)
+
+
+def test_over_websocket_a_client_offering_no_subprotocol_is_refused_at_its_accept(
+        tmp_path: Path) -> None:
+    driver = script(tmp_path, """
+        import asyncio, json, sys
+        from conformance.wire.transport import open_transport, parse_broker
+        print(json.dumps({"event": "ready", "library": "bare", "version": "0"}), flush=True)
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command["op"] != "connect":
+                break
+            try:
+                asyncio.run(open_transport(parse_broker(command["url"]), subprotocols=[]))
+            except Exception as error:
+                print(json.dumps({"event": "failed", "op": "connect", "error": str(error)}),
+                      flush=True)
+    """)
+    info = ClientInfo(driver="bare", transport="ws")
+    results = asyncio.run(run_client_cases(
+        [c for c in CASES if c.id == "clients.send.receipt"], driver, transport="ws",
+        info=info))
+    (result,) = [r for r in results if r.version == "1.2"]
+    assert result.outcome == Outcome.INFORMATIONAL  # the case's level: a MAY
+    assert "offering v12.stomp" in result.expected
+    assert "offering no subprotocol refused with HTTP 400" in result.observed
+    assert info.websocket["1.2"] == {"offered": [], "accepted": None}
+
+
+def test_the_client_selftest_over_websocket_kills_every_case(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["clients", "--selftest", "--transport", "ws", "--jobs", "8"]) == 0
+    assert "kill rate 100.0%" in capsys.readouterr().out

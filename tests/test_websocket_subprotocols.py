@@ -16,7 +16,6 @@ from wsproto.events import AcceptConnection, Request
 from conformance.broker import BrokerConfig, embedded
 from conformance.broker.connect import answer
 from conformance.broker.faults import Faults
-from conformance.broker.websocket import choose, offered_versions
 from conformance.codec import Frame, Parser
 from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
@@ -27,6 +26,7 @@ from conformance.selftest import selftest
 from conformance.wire.stream import SubprotocolNotOffered, WebSocketRefused
 from conformance.wire.target import Target
 from conformance.wire.transport import open_transport, parse_broker
+from conformance.wire.websocket_server import choose, offered_versions
 
 CASES = Path(__file__).parent.parent / "cases" / "websocket" / "subprotocols.yaml"
 NEW_FAULTS = ("ws-version-outside-subprotocol", "ws-subprotocol-unoffered")

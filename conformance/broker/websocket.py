@@ -3,15 +3,11 @@
 session's Reader and its Writer), so STOMP over WebSocket runs through the same session and
 protocol as over TCP, faults and all. Framing is wsproto's (sans-IO).
 
-Negotiation: the broker serves `ws_path` only (404 elsewhere) and picks the newest STOMP
-subprotocol the client offers of a version it speaks (v12.stomp, then v11.stomp, then
-v10.stomp). A client that offers none is refused with 400 (unless `ws_accept_unnegotiated`):
-STOMP over WebSocket is always negotiated (RabbitMQ, ActiveMQ and the browser clients all
-offer the subprotocols), so a client offering none is not speaking it, and refusing says so
-at the handshake rather than at the first frame. The versions the offer names bound the
-session's (`WebSocketStream.versions`): CONNECT's accept-version chooses among them, so a
-client that offered v11.stomp alone, having said it speaks 1.1 on this connection, is never
-given 1.2.
+Negotiation is wire/websocket_server.py's `negotiate` (shared with the scripted broker of
+the client cases): the broker serves `ws_path` only and picks the newest STOMP subprotocol
+the client offers of a version it speaks; a client that offers none is refused with 400
+(unless `ws_accept_unnegotiated`). The versions the offer names bound the session's
+(`WebSocketStream.versions`): CONNECT's accept-version chooses among them.
 
 Reading: the bytes of text and binary messages alike, in order (a frame may span messages,
 and a message hold several frames); pings are answered; the client's close is answered and
@@ -34,8 +30,6 @@ from wsproto.events import (
     Event,
     Message,
     Ping,
-    RejectConnection,
-    RejectData,
     Request,
     TextMessage,
 )
@@ -43,29 +37,10 @@ from wsproto.utilities import ProtocolError
 
 from conformance.broker.config import BrokerConfig
 from conformance.broker.faults import Faults
-from conformance.wire.websocket import STOMP_SUBPROTOCOLS, SUBPROTOCOL_VERSIONS, is_text
+from conformance.wire.websocket import is_text
+from conformance.wire.websocket_server import BAD_REQUEST, negotiate, refusal
 
 NO_FAULTS = Faults()
-_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n"
-                b"content-length: 41\r\nconnection: close\r\n\r\n"
-                b"expected a WebSocket upgrade (STOMP) here")
-
-
-def choose(offered: Iterable[str],
-           versions: Iterable[str] = tuple(SUBPROTOCOL_VERSIONS.values())) -> str | None:
-    """The newest STOMP subprotocol among those offered whose version is among `versions`
-    (those the broker speaks), or None."""
-    offers, speaks = set(offered), set(versions)
-    return next((name for name in STOMP_SUBPROTOCOLS
-                 if name in offers and SUBPROTOCOL_VERSIONS[name] in speaks), None)
-
-
-def offered_versions(offered: Iterable[str]) -> tuple[str, ...] | None:
-    """The STOMP versions the subprotocols offered name, oldest first; None when they name
-    none (the session is then not bound by the offer)."""
-    names = set(offered)
-    versions = tuple(v for name, v in reversed(SUBPROTOCOL_VERSIONS.items()) if name in names)
-    return versions or None
 
 
 class WebSocketStream:
@@ -199,7 +174,7 @@ async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                 if request is not None:
                     return _answer(reader, writer, ws, request, config, faults)
     except ProtocolError:  # not an HTTP upgrade request
-        writer.write(_BAD_REQUEST)
+        writer.write(BAD_REQUEST)
     except (TimeoutError, ConnectionError, OSError):
         pass
     writer.close()
@@ -208,29 +183,17 @@ async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ws: WSConnection,
             request: Request, config: BrokerConfig, faults: Faults) -> WebSocketStream | None:
-    target, path = request.target.partition("?")[0], config.ws_path
-    subprotocol = choose(request.subprotocols, config.versions)
-    versions = offered_versions(request.subprotocols)
-    if target != path:
-        status, text = 404, f"no STOMP endpoint at {target}: it is at {path}"
-    elif faults.ws_subprotocol_unoffered:  # named whatever was offered: wsproto would not
+    said = negotiate(request, config.ws_path, config.versions,
+                     accept_unnegotiated=config.ws_accept_unnegotiated)
+    if faults.ws_subprotocol_unoffered and said.status != 404:
+        # named whatever was offered: wsproto would not
         writer.write(ws.send(AcceptConnection(extra_headers=[
             (b"Sec-WebSocket-Protocol", b"v12.stomp")])))
-        return WebSocketStream(reader, writer, ws, "v12.stomp", faults, versions=versions)
-    elif subprotocol is not None or (versions is None and config.ws_accept_unnegotiated):
-        writer.write(ws.send(AcceptConnection(subprotocol=subprotocol)))
-        bound = None if faults.ws_version_outside_subprotocol else versions
-        return WebSocketStream(reader, writer, ws, subprotocol, faults, versions=bound)
-    elif versions is None:
-        status, text = 400, ("no STOMP subprotocol offered: offer v12.stomp, v11.stomp or "
-                             "v10.stomp")
-    else:
-        status, text = 400, (f"no STOMP subprotocol offered of a version this broker speaks "
-                             f"({', '.join(config.versions)})")
-    body = text.encode("utf-8")
-    writer.write(ws.send(RejectConnection(status_code=status, has_body=True, headers=[
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", str(len(body)).encode())])))
-    writer.write(ws.send(RejectData(data=body, body_finished=True)))
+        return WebSocketStream(reader, writer, ws, "v12.stomp", faults, versions=said.versions)
+    if said.accepted:
+        writer.write(ws.send(AcceptConnection(subprotocol=said.subprotocol)))
+        bound = None if faults.ws_version_outside_subprotocol else said.versions
+        return WebSocketStream(reader, writer, ws, said.subprotocol, faults, versions=bound)
+    writer.write(refusal(ws, said.status, said.text))
     writer.close()
     return None

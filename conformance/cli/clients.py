@@ -29,6 +29,7 @@ from conformance.report.json_report import chunks, client_report_json
 from conformance.report.scrub import Scrubber
 from conformance.runner.events import RunFinished
 from conformance.runner.results import CaseResult, Outcome
+from conformance.scenario.model import TRANSPORT_NAMES
 from conformance.selftest import client_selftest
 
 
@@ -48,7 +49,8 @@ def add(verbs: Verbs) -> None:
                       help="certification: grade the profile's known deviations as what they "
                            "are (failed or non-strict), so a failed one exits 1")
     verb.add_argument("--transport", choices=("tcp", "ws"), default="tcp",
-                      help="how the client reaches the scripted broker (default tcp)")
+                      help="how the client reaches the scripted broker: tcp://127.0.0.1:PORT, "
+                           "or ws://127.0.0.1:PORT/ws, STOMP over WebSocket (default tcp)")
     verb.add_argument("--jobs", type=positive, default=4, help="cases run at once (default 4)")
     verb.add_argument("--timeout", type=seconds, default=30.0,
                       help="seconds a case may take (default 30)")
@@ -69,8 +71,6 @@ def clients_command(args: argparse.Namespace) -> Exit:
             return fail(Exit.USAGE, "--driver: the command is empty")
     except ValueError as error:
         return fail(Exit.USAGE, f"--driver: {error}")
-    if args.transport == "ws":
-        return fail(Exit.USAGE, "--transport ws: client cases run over TCP only for now")
     profile: Profile | None = None
     if args.profile:
         if args.selftest:
@@ -90,7 +90,7 @@ def clients_command(args: argparse.Namespace) -> Exit:
                       profile=profile.name if profile else "")
     console = make_console(stderr=True)
     console.print(f"stomp-conformance: {sum(len(c.versions) for c in cases)} client case runs "
-                  f"against {shown}")
+                  f"against {shown} over {TRANSPORT_NAMES[args.transport]}")
     started = time.monotonic()
     results = asyncio.run(run_client_cases(cases, driver, jobs=args.jobs, timeout=args.timeout,
                                            transport=args.transport, info=info,
@@ -125,6 +125,7 @@ def _selftest(args: argparse.Namespace, driver: str) -> Exit:
     progress = make_console(stderr=True)
     result = asyncio.run(client_selftest(
         cases, full=args.full, jobs=args.jobs, timeout=args.timeout, driver=driver,
+        transport=args.transport,
         progress=lambda text: progress.print(Text(text, style="dim"))))
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)

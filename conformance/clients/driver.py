@@ -1,7 +1,8 @@
 """The reference driver: a STOMP client built on the project's codec, speaking the driver
-contract (cases/clients/README.md) on its standard input and output. It passes every client
-case; each `--fault NAME` (faults.py) makes it break one client statement, so that every
-client case is shown able to fail.
+contract (cases/clients/README.md) on its standard input and output, over TCP (tcp://) or
+STOMP over WebSocket (ws://) through the project's own transports (wire/). It passes every
+client case; each `--fault NAME` (faults.py) makes it break one client statement, so that
+every client case is shown able to fail.
 
     python -m conformance.clients.driver [--fault NAME ...]
 """
@@ -29,6 +30,9 @@ from conformance.codec import (
     unescape,
 )
 from conformance.spec.grammar import HEART_BEAT
+from conformance.wire.stream import Transport, TransportError
+from conformance.wire.transport import open_transport, parse_broker
+from conformance.wire.websocket import SUBPROTOCOL_VERSIONS
 
 LIBRARY = "stomp-conformance reference driver"
 
@@ -41,8 +45,7 @@ def emit(event: str, **fields: Any) -> None:
 class Client:
     def __init__(self, faults: set[str]) -> None:
         self.faults = faults
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
+        self.transport: Transport | None = None
         self.version = "1.2"
         self.parser = Parser(version="1.2", strict=False,
                              content_length="read-to-nul" not in faults)
@@ -55,10 +58,9 @@ class Client:
     # -- writing -------------------------------------------------------------------------
 
     async def write(self, data: bytes) -> None:
-        if self.writer is None:
+        if self.transport is None:
             raise RuntimeError("not connected")
-        self.writer.write(data)
-        await self.writer.drain()
+        await self.transport.send(data)
         self.last_write = asyncio.get_running_loop().time()
 
     async def frame(self, command: str, headers: list[tuple[str, str]], body: bytes = b"",
@@ -84,9 +86,9 @@ class Client:
     # -- reading -------------------------------------------------------------------------
 
     async def read(self) -> None:
-        assert self.reader is not None
+        assert self.transport is not None
         try:
-            while data := await self.reader.read(65536):
+            while data := await self.transport.receive():
                 try:
                     events = self.parser.feed(data)
                 except StompError as error:
@@ -95,7 +97,11 @@ class Client:
                 for event in events:
                     if not isinstance(event, Heartbeat):
                         self.received(event)
-        except OSError as error:  # a reset: the connection is gone all the same
+                if "ws-message-is-frame" in self.faults and self.parser.buffered:
+                    # a message's unfinished frame dropped (over WebSocket, each receive is
+                    # one message's octets)
+                    self.parser = Parser(version=self.parser.version, strict=False)
+        except TransportError as error:  # a reset: the connection is gone all the same
             print(f"connection lost: {error}", file=sys.stderr)
         for waiter in self.waiting.values():
             if not waiter.done():
@@ -138,10 +144,13 @@ class Client:
 
     async def connect(self, args: dict[str, Any]) -> dict[str, Any]:
         url = urlsplit(str(args["url"]))
-        if url.scheme != "tcp" or not url.hostname or not url.port:
-            raise NotImplementedError(f"unsupported: url {args['url']!r} (tcp:// only)")
-        self.reader, self.writer = await asyncio.open_connection(url.hostname, url.port)
+        if url.scheme not in ("tcp", "ws") or not url.hostname or not url.port:
+            raise NotImplementedError(f"unsupported: url {args['url']!r} (tcp:// or ws:// only)")
         version = str(args.get("version", "1.2"))
+        # over WebSocket, the subprotocol of the version asked, as accept-version names it
+        self.transport = await open_transport(
+            parse_broker(str(args["url"]).removeprefix("tcp://")),
+            subprotocols=[n for n, v in SUBPROTOCOL_VERSIONS.items() if v == version])
         headers: list[tuple[str, str]] = []
         if version != "1.0":
             if "no-accept-version" not in self.faults:
@@ -183,11 +192,14 @@ class Client:
 
     async def beat(self, every: float) -> None:
         loop = asyncio.get_running_loop()
-        while self.writer is not None and not self.writer.is_closing():
+        while self.transport is not None and not self.transport.closed:
             # a beat is due `every` seconds after the last data written, ahead by a margin
             wait = self.last_write + every * 0.8 - loop.time()
             if wait <= 0:
-                await self.write(b"\n")
+                try:
+                    await self.write(b"\n")
+                except TransportError:  # the connection is gone: the reader says so
+                    return
             else:
                 await asyncio.sleep(wait)
 
@@ -214,10 +226,20 @@ class Client:
             await self.frame(op.upper(), [("transaction", str(args["transaction"]))])
         elif op == "disconnect":
             await self.frame("DISCONNECT", [], receipt=bool(args.get("receipt")))
-            if self.writer is not None:
-                self.writer.close()
+            await self.hang_up()
         else:
             raise NotImplementedError(f"unsupported: no command {op!r}")
+
+    async def hang_up(self) -> None:
+        """This side ends the connection: the reader and heart-beats stop first (a
+        WebSocket's close reads the server's answering close itself)."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.transport is not None:
+            await self.transport.close()
+        if "ignore-close" not in self.faults:
+            emit("disconnected")
 
     def ack_headers(self, message: Frame, transaction: Any) -> list[tuple[str, str]]:
         message_id = message.get("message-id") or ""

@@ -37,11 +37,16 @@ class ClientInfo:
     extra: dict[str, Any] = field(default_factory=dict)
     #: the client profile's name, when the run has one
     profile: str = ""
+    #: over WebSocket, per STOMP version asked: the subprotocols the client offered in its
+    #: upgrade and the one accepted (None: refused), as the first case run saw them
+    websocket: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"driver": self.driver, "transport": self.transport,
                 "library": self.library or None, "version": self.version or None,
-                "profile": self.profile or None}
+                "profile": self.profile or None,
+                **({"websocket": dict(sorted(self.websocket.items()))}
+                   if self.transport == "ws" else {})}
 
 
 async def execute(run: ClientRun) -> None:
@@ -52,6 +57,20 @@ async def execute(run: ClientRun) -> None:
         await STEPS[step.kind](run, step.args)
 
 
+async def said_unsupported(run: ClientRun) -> str:
+    """Why the driver said its library cannot do a command, if it said so by now: a
+    command no step waited for (`wait: false`) is answered while the steps look at the
+    client's frames, and a frame it never sent is then no failure of the library's."""
+    try:
+        while await run.next_event(0) is not None:
+            pass
+    except Unsupported as problem:
+        return str(problem)
+    except (StepFailed, DriverError, CaseError):
+        pass
+    return ""
+
+
 async def run_client_case(case: Case, version: str, driver: str, *, timeout: float = 30.0,
                           transport: str = "tcp", run_id: str = "",
                           info: ClientInfo | None = None, profile: Profile | None = None,
@@ -59,7 +78,7 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
     """One client case at one version against the client `driver` runs, graded in the light
     of the library's `profile` (see `declared`); never raises for anything the driver or
     the client does."""
-    run = ClientRun(case, version, driver, run_id or secrets.token_hex(3))
+    run = ClientRun(case, version, driver, run_id or secrets.token_hex(3), transport=transport)
     if profile is not None and version not in profile.versions:
         return run.result(Outcome.UNSUPPORTED, message=f"profile {profile.name!r} does not "
                      f"speak STOMP {version}")
@@ -73,6 +92,7 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
             await execute(run)
     except StepFailed as failed:
         failure = failed
+        unsupported = await said_unsupported(run)
     except Unsupported as problem:
         unsupported = str(problem)
     except (DriverError, CaseError) as problem:
@@ -87,6 +107,8 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
     if info is not None and run.driver is not None and run.driver.ready and not info.library:
         info.library = str(run.driver.ready.get("library", ""))[:200]
         info.version = str(run.driver.ready.get("version", ""))[:100]
+    if info is not None and run.upgrade is not None:
+        info.websocket.setdefault(version, run.upgrade)
     step_line = run.step.line if run.step else 0
     found = {"step_line": step_line, "violations": [j.text for j in run.found]}
     if unsupported:

@@ -38,7 +38,14 @@ CLIENT_FAULTS: Final[dict[str, tuple[str, str]]] = {
                      "never reports an ERROR frame, nor reads its body"),
     "ignore-close": ("heart-beating.receiver-may-drop",
                      "never reports that the server dropped the connection"),
+    # over WebSocket only: `clients --selftest --transport ws` tries it, over TCP it is idle
+    "ws-message-is-frame": ("frames.frame-grammar",
+                            "reads each WebSocket message as whole frames: a frame cut over "
+                            "two messages is dropped"),
 }
+#: the faults that only bend what the driver does over WebSocket
+WEBSOCKET_CLIENT_FAULTS: Final[frozenset[str]] = frozenset(
+    n for n in CLIENT_FAULTS if n.startswith("ws-"))
 
 
 def check(names: list[str]) -> None:

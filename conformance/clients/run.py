@@ -2,6 +2,10 @@
 connection, the driver, the case's variables and what it found. The steps (steps.py) act
 on a ClientRun; the engine (engine.py) makes one per case and grades it.
 
+Over WebSocket (`transport="ws"`), the listener answers the client's upgrade at `WS_PATH` as
+the reference broker does (wire/websocket_server.py): the case's version's subprotocol, or
+a refusal when the client offers none of it, which fails the case at its accept.
+
 Every frame the client sends is judged here, looked for by a step or not: the parser's
 violations and the codec's client-frame validator, graded by each statement's level."""
 
@@ -20,14 +24,20 @@ from conformance.runner.case_run import CaseError, RunningCase
 from conformance.runner.judge import Judged, StepFailed, keep
 from conformance.scenario import Case
 from conformance.wire.connection import Connection, Received
-from conformance.wire.stream import Transport
+from conformance.wire.stream import Transport, TransportError
 from conformance.wire.transcript import Record
 from conformance.wire.transport import listen_tcp
+from conformance.wire.websocket import SUBPROTOCOL_VERSIONS
+from conformance.wire.websocket_server import UpgradeRefused, accept_upgrade
 
 #: The connection's name in transcripts, and the driver's.
 CLIENT, DRIVER = "client", "driver"
 #: How much of a driver line a transcript note keeps.
 NOTE_CHARS = 400
+#: Where the scripted broker serves STOMP over WebSocket, and how long a client that
+#: connected has to ask for the upgrade.
+WS_PATH = "/ws"
+UPGRADE_WITHIN = 10.0
 
 
 def passcode(run_id: str) -> str:
@@ -42,16 +52,22 @@ class Unsupported(Exception):
 class ClientRun(RunningCase):
     """The state of one client case at one version."""
 
-    def __init__(self, case: Case, version: str, driver: str, run_id: str) -> None:
+    def __init__(self, case: Case, version: str, driver: str, run_id: str, *,
+                 transport: str = "tcp") -> None:
         super().__init__(case, version, run_id)
         self.driver_command = driver
+        self.transport = transport
         unique = self.unique
         self.variables = {
             "url": "", "version": version, "queue": f"/queue/{unique}", "id": unique,
             "host": "localhost", "login": "guest", "passcode": passcode(run_id),
         }
         self.server: asyncio.Server | None = None
-        self.arrivals: asyncio.Queue[Transport] = asyncio.Queue()
+        #: the client's connections, or why its WebSocket upgrade failed
+        self.arrivals: asyncio.Queue[Transport | str] = asyncio.Queue()
+        self._upgrading: set[asyncio.Task[Any]] = set()
+        #: over WebSocket: the subprotocols the client offered and the one accepted
+        self.upgrade: dict[str, Any] | None = None
         self.conn: Connection | None = None
         self.driver: Driver | None = None
         #: the heart-beat headers of the CONNECT the client sent and the CONNECTED the
@@ -68,12 +84,32 @@ class ClientRun(RunningCase):
 
     async def listen(self) -> None:
         """Listen on a free loopback port: `${url}` is where the client connects."""
-        async def arrived(transport: Transport) -> None:
-            await self.arrivals.put(transport)
-
-        self.server = await listen_tcp("127.0.0.1", arrived)
+        self.server = await listen_tcp("127.0.0.1", self._arrived)
         port = self.server.sockets[0].getsockname()[1]
-        self.variables["url"] = f"tcp://127.0.0.1:{port}"
+        self.variables["url"] = f"ws://127.0.0.1:{port}{WS_PATH}" if self.transport == "ws" \
+            else f"tcp://127.0.0.1:{port}"
+
+    async def _arrived(self, transport: Transport) -> None:
+        if self.transport != "ws":
+            await self.arrivals.put(transport)
+            return
+        task = asyncio.current_task()
+        assert task is not None  # listen_tcp runs each connection's callback as a task
+        self._upgrading.add(task)
+        try:
+            upgraded = await accept_upgrade(transport, WS_PATH, (self.version,),
+                                            timeout=UPGRADE_WITHIN)
+        except UpgradeRefused as refused:
+            self.upgrade = {"offered": _shown(refused.offered), "accepted": None}
+            await self.arrivals.put(str(refused))
+        except TransportError as error:
+            await self.arrivals.put(str(error))
+        else:
+            self.upgrade = {"offered": _shown(upgraded.offered),
+                            "accepted": upgraded.subprotocol}
+            await self.arrivals.put(upgraded)
+        finally:
+            self._upgrading.discard(task)
 
     async def accept(self, within: float) -> Connection:
         """The client's connection: the one accepted already, or the next to arrive."""
@@ -89,7 +125,16 @@ class ClientRun(RunningCase):
                 if not reporting.done():
                     reporting.cancel()
                     continue
-                event = reporting.result()  # raises for a failed command
+                try:
+                    event = reporting.result()  # raises for a failed command
+                except StepFailed:
+                    # a connect failed as its upgrade was refused: the refusal says why
+                    await asyncio.wait({arriving}, timeout=0.5)
+                    if arriving.done() and isinstance(arriving.result(), str):
+                        break
+                    if arriving.done():  # a connection after all: closed with the run
+                        self.arrivals.put_nowait(arriving.result())
+                    raise
                 if event is not None:
                     self.pending.append(event)
         finally:
@@ -98,6 +143,11 @@ class ClientRun(RunningCase):
         if not arriving.done() or arriving.cancelled():
             raise StepFailed(f"the client to connect within {within:g} s", "no connection")
         transport = arriving.result()
+        if isinstance(transport, str):  # its WebSocket upgrade failed
+            self.note(CLIENT, transport)
+            name = next(n for n, v in SUBPROTOCOL_VERSIONS.items() if v == self.version)
+            raise StepFailed(f"a WebSocket upgrade of {WS_PATH} offering {name} (STOMP "
+                             f"{self.version})", transport)
         self.note(CLIENT, f"accepted {transport.peer}")
         conn = Connection(CLIENT, transport, self.transcript, self.clock, peer="client")
         conn.set_version(self.version)
@@ -177,8 +227,16 @@ class ClientRun(RunningCase):
             await self.conn.close(abort=True)
         if self.server is not None:
             self.server.close()
+        for task in list(self._upgrading):  # upgrades still being answered
+            task.cancel()
         while not self.arrivals.empty():  # connections never taken
-            await self.arrivals.get_nowait().abort()
+            if isinstance(arrival := self.arrivals.get_nowait(), Transport):
+                await arrival.abort()
+
+
+def _shown(offered: tuple[str, ...]) -> list[str]:
+    """The subprotocols a client offered, as a report keeps them: a few, each cut short."""
+    return [name[:60] for name in offered[:10]]
 
 
 def event_headers(event: dict[str, Any]) -> dict[str, str]:

@@ -31,6 +31,7 @@ from conformance.runner.steps.expectations import (
 )
 from conformance.runner.steps.heartbeats import watch
 from conformance.wire.connection import Closed, Received, describe
+from conformance.wire.websocket import WebSocketTransport
 
 #: How long a driver command may take when a step waits for it.
 COMMAND_WITHIN = 10.0
@@ -96,7 +97,9 @@ async def step_handshake(run: ClientRun, args: dict[str, Any] | None) -> None:
     run.client_heart_beat = offer or (0, 0)
     sx, sy = heart_beat_pair(args.get("heart_beat", "0,0")) or (0, 0)
     config = BrokerConfig(versions=(run.version,), heartbeat=(sx, sy))
-    said = answer(config, NO_FAULTS, event, f"session-{run.variables['id']}")
+    # over WebSocket, the versions the client's subprotocols named bound the session's
+    bound = conn.transport.versions if isinstance(conn.transport, WebSocketTransport) else None
+    said = answer(config, NO_FAULTS, event, f"session-{run.variables['id']}", bound)
     if said.version is not None:
         conn.set_version(said.version)
     if said.refused:

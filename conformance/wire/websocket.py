@@ -9,7 +9,12 @@ UTF-8 or not); `send_as` sends one message of the type it is given. Receiving: t
 of each message, in order (the codec joins a frame split over messages); pings are
 answered; the broker's close is a clean end (b""), its code and reason kept. What is not
 STOMP bytes (the handshake, each message's opcode and length, pings, the close) is told by
-`take_notes`, for the transcript."""
+`take_notes`, for the transcript.
+
+The same transport serves the other side (`server=True`, made by websocket_server.py's
+`accept_upgrade`) when the harness plays the broker to a client under test: its notes then
+name the client, and once it has answered the client's close it closes the TCP connection,
+as RFC 6455 has a server do."""
 
 from __future__ import annotations
 
@@ -76,9 +81,16 @@ class WebSocketTransport(Transport):
     """WebSocket messages over a connected `lower` transport. `upgrade` makes them."""
 
     def __init__(self, lower: Transport, ws: WSConnection, subprotocol: str | None, *,
-                 message_type: MessageType = "auto") -> None:
+                 message_type: MessageType = "auto", server: bool = False) -> None:
         self._lower, self._ws = lower, ws
         self.subprotocol = subprotocol
+        self.server = server
+        #: who is at the other end, for the notes
+        self._other = "client" if server else "broker"
+        #: server side: the subprotocols the client offered, and the STOMP versions they
+        #: bound the session to (None: any)
+        self.offered: tuple[str, ...] = ()
+        self.versions: tuple[str, ...] | None = None
         self.message_type: MessageType = message_type
         #: the broker's close code and reason, once it closed (1006: no close frame)
         self.close_code: int | None = None
@@ -117,7 +129,7 @@ class WebSocketTransport(Transport):
             raise TransportClosed(f"WebSocket connection to {self.peer} is closed")
         text = kind == "text" or (kind == "auto" and is_text(data))
         if text and not is_text(data):  # a text message wsproto would refuse: framed here
-            wire = _client_frame(0x1, data)
+            wire = _frame(0x1, data, masked=not self.server)
         else:
             event = TextMessage(data.decode("utf-8")) if text else BytesMessage(data)
             wire = self._ws.send(event)
@@ -183,17 +195,19 @@ class WebSocketTransport(Transport):
                 await self._reply(event.response())
             elif isinstance(event, CloseConnection) and self._ws.state is ConnectionState.OPEN:
                 # wsproto found the broker's framing broken: this side closes with its code
-                self._broken = f"the broker broke the WebSocket framing: {event.reason}"
+                self._broken = f"the {self._other} broke the WebSocket framing: {event.reason}"
                 self._end_note = f"{self._broken} (closed with {event.code})"
                 self._ended = True
                 await self._reply(event)
             elif isinstance(event, CloseConnection):
                 self.close_code, self.close_reason = event.code, event.reason or ""
                 reason = f" {_one_line(self.close_reason)!r}" if self.close_reason else ""
-                self._end_note = f"the broker closed the WebSocket: {event.code}{reason}"
+                self._end_note = f"the {self._other} closed the WebSocket: {event.code}{reason}"
                 self._ended = True
                 if self._ws.state is ConnectionState.REMOTE_CLOSING:
                     await self._reply(event.response())
+                    if self.server:  # the server ends the TCP connection (RFC 6455 7.1.1)
+                        await self._lower.close()
             # a Pong answers no ping of this side's: nothing to do
 
     async def _reply(self, event: Event) -> None:
@@ -225,15 +239,17 @@ class WebSocketTransport(Transport):
         await self._lower.abort()
 
 
-def _client_frame(opcode: int, payload: bytes) -> bytes:
-    """One final, masked client frame: wsproto frames text only from a str."""
-    size = len(payload)
+def _frame(opcode: int, payload: bytes, *, masked: bool) -> bytes:
+    """One final frame, masked as a client's is: wsproto frames text only from a str."""
+    size, bit = len(payload), 0x80 if masked else 0
     if size < 126:
-        head = struct.pack("!BB", 0x80 | opcode, 0x80 | size)
+        head = struct.pack("!BB", 0x80 | opcode, bit | size)
     elif size < 1 << 16:
-        head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, size)
+        head = struct.pack("!BBH", 0x80 | opcode, bit | 126, size)
     else:
-        head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, size)
+        head = struct.pack("!BBQ", 0x80 | opcode, bit | 127, size)
+    if not masked:
+        return head + payload
     mask = os.urandom(4)
     masks = (mask * (size // 4 + 1))[:size]
     body = (int.from_bytes(payload, "big") ^ int.from_bytes(masks, "big")).to_bytes(size, "big")

@@ -1,10 +1,11 @@
 """A driver (cases/clients/README.md) for aiostomp: its AioStomp client on an asyncio loop,
 with a message handler and an error handler reporting what it hands the application.
 
-aiostomp offers STOMP 1.1 only, and has no receipts, transactions or DISCONNECT frame: those
-commands are reported unsupported. It hands the application no CONNECTED frame either:
-`connect` returns once the socket is open and the CONNECT written, so `connected` reports
-no headers."""
+aiostomp offers STOMP 1.1 only, over TCP only (asyncio's create_connection: no WebSocket
+transport, so a ws:// url is unsupported), and has no receipts, transactions or DISCONNECT
+frame: those commands are reported unsupported. It hands the application no CONNECTED
+frame either: `connect` returns once the socket is open and the CONNECT written, so
+`connected` reports no headers."""
 
 from __future__ import annotations
 

@@ -40,11 +40,19 @@ def body(command: dict[str, Any]) -> bytes:
     return str(command.get("body", "")).encode()
 
 
-def address(url: str) -> tuple[str, int]:
+def endpoint(url: str, schemes: tuple[str, ...] = ("tcp",)) -> tuple[str, str, int, str]:
+    """The url's scheme, host, port and path; Unsupported for a scheme not in `schemes`
+    (a library without a WebSocket transport takes tcp:// only)."""
     parts = urlsplit(url)
-    if parts.scheme != "tcp" or not parts.hostname or not parts.port:
-        raise Unsupported(f"url {url!r} (tcp:// only)")
-    return parts.hostname, parts.port
+    if parts.scheme not in schemes or not parts.hostname or not parts.port:
+        shown = " or ".join(f"{s}://" for s in schemes)
+        raise Unsupported(f"url {url!r} ({shown} only)")
+    return parts.scheme, parts.hostname, parts.port, parts.path
+
+
+def address(url: str) -> tuple[str, int]:
+    _, host, port, _ = endpoint(url)
+    return host, port
 
 
 def heart_beat(command: dict[str, Any]) -> tuple[int, int]:

@@ -1,7 +1,8 @@
 """A driver (cases/clients/README.md) for stompest's synchronous client (stompest.sync.Stomp
 with a StompConfig). That client has no thread of its own: the application polls it for
 frames (canRead, receiveFrame) and sends heart-beats itself (beat), as stompest's docs
-show, so this driver's one thread does both between commands."""
+show, so this driver's one thread does both between commands. stompest has no WebSocket
+transport (its sync and Twisted clients open TCP sockets): a ws:// url is unsupported."""
 
 from __future__ import annotations
 

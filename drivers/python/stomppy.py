@@ -9,7 +9,7 @@ from importlib.metadata import version as installed
 from typing import Any
 
 import stomp
-from contract import Unsupported, address, answer, b64, body, commands, emit, heart_beat
+from contract import Unsupported, answer, b64, body, commands, emit, endpoint, heart_beat
 
 CONNECTIONS = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}
 
@@ -36,15 +36,30 @@ class Listener(stomp.ConnectionListener):
         emit("disconnected")
 
 
+def connection(c: dict[str, Any]) -> Any:
+    """The connection class of the version asked, over TCP or WebSocket."""
+    version = str(c.get("version", "1.2"))
+    scheme, host, port, path = endpoint(str(c["url"]), ("tcp", "ws"))
+    if version not in CONNECTIONS:
+        raise Unsupported(f"STOMP {version}")
+    # 1.0 has neither heart-beats nor a host header
+    kwargs = {} if version == "1.0" else {"heartbeats": heart_beat(c), "vhost": c.get("host")}
+    if scheme == "tcp":
+        return CONNECTIONS[version]([(host, port)], auto_decode=False,
+                                    reconnect_attempts_max=1, **kwargs)
+    if version != "1.2":  # its WSStompConnection is a StompConnection12
+        raise Unsupported(f"STOMP {version} over WebSocket (WSStompConnection speaks 1.2 only)")
+    # WSStompConnection offers no STOMP subprotocol of its own (websocket-client's
+    # create_connection is called without subprotocols): the driver offers v12.stomp
+    # through its `header` argument, the handshake headers an application may add
+    return stomp.WSStompConnection([(host, port)], ws_path=path, auto_decode=False,
+                                   reconnect_attempts_max=1,
+                                   header={"Sec-WebSocket-Protocol": "v12.stomp"}, **kwargs)
+
+
 def run(conn: Any, listener: Listener, op: str, c: dict[str, Any]) -> Any:
     if op == "connect":
-        version = str(c.get("version", "1.2"))
-        if version not in CONNECTIONS:
-            raise Unsupported(f"STOMP {version}")
-        # 1.0 has neither heart-beats nor a host header
-        kwargs = {} if version == "1.0" else {"heartbeats": heart_beat(c), "vhost": c.get("host")}
-        conn = CONNECTIONS[version]([address(str(c["url"]))], auto_decode=False,
-                                    reconnect_attempts_max=1, **kwargs)
+        conn = connection(c)
         conn.set_listener("driver", listener)
         conn.connect(c.get("login"), c.get("passcode"), wait=True)
         return conn
