@@ -40,6 +40,12 @@ def body(command: dict[str, Any]) -> bytes:
     return str(command.get("body", "")).encode()
 
 
+def text_or_bytes(command: dict[str, Any]) -> str | bytes:
+    """A command's body as an application holds it: text as str, octets as bytes (for a
+    library that takes either)."""
+    return body(command) if "body_b64" in command else str(command.get("body", ""))
+
+
 def address(url: str) -> tuple[str, int]:
     parts = urlsplit(url)
     if parts.scheme != "tcp" or not parts.hostname or not parts.port:
