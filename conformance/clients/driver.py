@@ -38,8 +38,8 @@ def emit(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-#: How much later than the negotiated interval the server's data may come before the
-#: connection is taken as dead (the error margin heart-beating asks for).
+#: How many negotiated intervals without data from the server make the connection dead
+#: (the error margin a heart-beat receiver SHOULD allow).
 TOLERANCE = 2.0
 #: The writing faults the codec's `encode` cannot express: their frames go through `raw`.
 RAW_WRITING = frozenset({"crlf-eols", "newline-body", "no-nul-after-body", "escape-connect",
