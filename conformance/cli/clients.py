@@ -26,7 +26,7 @@ from conformance.files import STDOUT, write_report
 from conformance.profiles import Profile, ProfileError, load_profile, shipped_clients
 from conformance.report.console import ConsoleReporter, make_console
 from conformance.report.json_report import chunks, client_report_json
-from conformance.report.scrub import Scrubber
+from conformance.report.scrub import Scrubber, scrub
 from conformance.runner.events import RunFinished
 from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario.model import TRANSPORT_NAMES
@@ -99,7 +99,9 @@ def clients_command(args: argparse.Namespace) -> Exit:
     duration = time.monotonic() - started
     if info.library:
         console.print(Text(f"client: {info.library} {info.version}", style="dim"))
-    ConsoleReporter(console).finish(RunFinished(results, duration, {}))
+    # the console shows what the report does: the run's passcode masked
+    ConsoleReporter(console).finish(RunFinished(scrub(results, None, passcode(run_id)),
+                                                duration, {}))
     if args.json:
         report = client_report_json(results, client=info.to_json(), duration=duration,
                                     tool_version=__version__, passcodes=(passcode(run_id),))

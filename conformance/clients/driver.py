@@ -29,7 +29,7 @@ from conformance.codec import (
     escape,
     unescape,
 )
-from conformance.spec.grammar import HEART_BEAT
+from conformance.spec.grammar import BODY_COMMANDS, HEART_BEAT, UNESCAPED_COMMANDS
 from conformance.wire.stream import Transport, TransportError
 from conformance.wire.transport import open_transport, parse_broker
 from conformance.wire.websocket import SUBPROTOCOL_VERSIONS
@@ -42,6 +42,15 @@ def emit(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
+#: How many negotiated intervals without data from the server make the connection dead
+#: (the error margin a heart-beat receiver SHOULD allow).
+TOLERANCE = 2.0
+#: The writing faults the codec's `encode` cannot express: their frames go through `raw`.
+RAW_WRITING = frozenset({"crlf-eols", "newline-body", "no-nul-after-body", "escape-connect",
+                         "no-send-escape", "escape-v10", "count-characters",
+                         "no-content-length"})
+
+
 class Client:
     def __init__(self, faults: set[str]) -> None:
         self.faults = faults
@@ -52,8 +61,14 @@ class Client:
         self.messages: list[Frame] = []
         self.waiting: dict[str, asyncio.Future[Frame]] = {}  # CONNECTED, receipt ids
         self.tasks: list[asyncio.Task[None]] = []
-        self.last_write = 0.0
+        self.last_write = self.last_read = 0.0
         self.receipts = 0
+        #: the application's subscription id -> (destination, the id written, ack mode)
+        self.subscriptions: dict[str, tuple[str, str, str]] = {}
+        #: the first subscription and transaction ids (for the reused-* faults)
+        self.first: dict[str, str] = {}
+        #: whether heart-beats from the server were negotiated
+        self.server_beats = False
 
     # -- writing -------------------------------------------------------------------------
 
@@ -72,48 +87,100 @@ class Client:
             value = receipt if isinstance(receipt, str) else f"rcpt-{self.receipts}"
             headers = [*headers, ("receipt", value)]
             waiter = self.waiting[value] = asyncio.get_running_loop().create_future()
-        if command == "SEND" and "no-send-escape" in self.faults and self.version != "1.0":
-            data = encode_raw(command, headers, body,
-                              content_length=None if "no-content-length" in self.faults
-                              else len(body))
-        elif command == "SEND" and "no-content-length" in self.faults:
-            data = encode_raw(command, _escaped(headers, self.version), body)
-        else:
-            data = encode(Frame(command, headers, body), version=self.version)  # type: ignore[arg-type]
-        await self.write(data)
+        await self.write(self.wire(command, headers, body))
+        if command == "DISCONNECT" and "frames-after-disconnect" in self.faults:
+            for _, written, _ in self.subscriptions.values():
+                await self.write(self.wire("UNSUBSCRIBE", [("id", written)]))
         return await asyncio.wait_for(waiter, 10) if waiter is not None else None
+
+    def wire(self, command: str, headers: list[tuple[str, str]], body: bytes = b"") -> bytes:
+        """A frame's octets: the codec's encoding for the session's version, bent by the
+        writing faults."""
+        faults = self.faults
+        if "trim-headers" in faults:
+            headers = [(k, v.strip()) for k, v in headers]
+        if command == "CONNECT" and "stomp-command" in faults:
+            command = "STOMP"
+        if not (faults & RAW_WRITING):
+            return encode(Frame(command, headers, body), version=self.version)  # type: ignore[arg-type]
+        return self.raw(command, headers, body)
+
+    def raw(self, command: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
+        faults, version = self.faults, self.version
+        escaped = command not in UNESCAPED_COMMANDS and (version != "1.0" or
+                                                         "escape-v10" in faults)
+        if command in UNESCAPED_COMMANDS and "escape-connect" in faults:
+            escaped = True
+        if command == "SEND" and "no-send-escape" in faults:
+            escaped = False
+        if escaped:
+            rules = "1.1" if version == "1.0" else version
+            headers = [(escape(k, rules), escape(v, rules))  # type: ignore[arg-type]
+                       for k, v in headers]
+        length: int | None = None
+        if body and not (command == "SEND" and "no-content-length" in faults):
+            length = len(body.decode("utf-8", "replace")) if "count-characters" in faults \
+                else len(body)
+        if not body and command not in BODY_COMMANDS and "newline-body" in faults:
+            body = b"\n"
+        nul = b"" if length is not None and "no-nul-after-body" in faults else b"\x00"
+        eol = b"\r\n" if "crlf-eols" in faults else b"\n"
+        return encode_raw(command, headers, body, content_length=length, nul=nul, eol=eol)
 
     # -- reading -------------------------------------------------------------------------
 
     async def read(self) -> None:
         assert self.transport is not None
+        loop = asyncio.get_running_loop()
         try:
             while data := await self.transport.receive():
+                self.last_read = loop.time()
+                if "read-past-nul" in self.faults and data.count(b"\x00") > 1 \
+                        and b"content-length" not in data:
+                    cut = data.rindex(b"\x00")
+                    data = data[:cut].replace(b"\x00", b"") + data[cut:]
                 try:
                     events = self.parser.feed(data)
                 except StompError as error:
                     print(f"unreadable frame: {error}", file=sys.stderr)
                     break
-                for event in events:
-                    if not isinstance(event, Heartbeat):
-                        self.received(event)
+                if not all(map(self.take, events)):
+                    break
                 if "ws-message-is-frame" in self.faults and self.parser.buffered:
                     # a message's unfinished frame dropped (over WebSocket, each receive is
                     # one message's octets)
                     self.parser = Parser(version=self.parser.version, strict=False)
         except TransportError as error:  # a reset: the connection is gone all the same
             print(f"connection lost: {error}", file=sys.stderr)
+        await self.transport.close()
         for waiter in self.waiting.values():
             if not waiter.done():
                 waiter.set_exception(ConnectionError("the server closed the connection"))
         if "ignore-close" not in self.faults:
             emit("disconnected")
 
+    def take(self, event: Frame | Heartbeat) -> bool:
+        """Take one event of the server's; False when it is fatal to the connection."""
+        if isinstance(event, Heartbeat):
+            if "eol-after-nul-fatal" in self.faults and not self.server_beats:
+                print("an EOL where a frame must start", file=sys.stderr)
+                return False
+            return True
+        fatal = [v for v in event.violations
+                 if v.statement.startswith("value-encoding.undefined-escape-fatal")]
+        if fatal and "lenient-escapes" not in self.faults:
+            print(f"fatal protocol error: {fatal[0].message}", file=sys.stderr)
+            return False
+        if "content-length-only-with-body" in self.faults and "content-length" in event \
+                and event.command not in BODY_COMMANDS:
+            print(f"content-length on a {event.command} frame", file=sys.stderr)
+            return False
+        self.received(event)
+        return True
+
     def received(self, frame: Frame) -> None:
         command = frame.command
-        if "raw-header-names" in self.faults and self.version != "1.0":
-            frame.headers = [(k, unescape(v, self.version))  # type: ignore[arg-type]
-                             for k, v in frame.headers]
+        frame.headers = self.decoded(frame.headers)
         if command == "CONNECTED":
             waiter = self.waiting.pop("CONNECTED", None)
             if waiter is not None and not waiter.done():
@@ -135,6 +202,20 @@ class Client:
                 if not waiter.done():
                     waiter.set_exception(ConnectionError(frame.get("message") or "ERROR"))
 
+    def decoded(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """A frame's headers as the application gets them, bent by the reading faults."""
+        faults = self.faults
+        if "raw-header-names" in faults and self.version != "1.0":
+            headers = [(k, unescape(v, self.version)) for k, v in headers]  # type: ignore[arg-type]
+        if "trim-headers" in faults:
+            headers = [(k, v.strip()) for k, v in headers]
+        if "latin1-headers" in faults:
+            headers = [(k, v.encode("utf-8", "surrogateescape").decode("latin-1"))
+                       for k, v in headers]
+        if "case-insensitive-headers" in faults:
+            headers = [(k.lower(), v) for k, v in headers]
+        return headers
+
     def reported(self, frame: Frame) -> list[list[str]] | dict[str, str]:
         if "last-header-wins" in self.faults:
             return dict(frame.headers)
@@ -146,49 +227,60 @@ class Client:
         url = urlsplit(str(args["url"]))
         if url.scheme not in ("tcp", "ws") or not url.hostname or not url.port:
             raise NotImplementedError(f"unsupported: url {args['url']!r} (tcp:// or ws:// only)")
-        version = str(args.get("version", "1.2"))
+        faults, version = self.faults, str(args.get("version", "1.2"))
         # over WebSocket, the subprotocol of the version asked, as accept-version names it
         self.transport = await open_transport(
             parse_broker(str(args["url"]).removeprefix("tcp://")),
             subprotocols=[n for n, v in SUBPROTOCOL_VERSIONS.items() if v == version])
         headers: list[tuple[str, str]] = []
         if version != "1.0":
-            if "no-accept-version" not in self.faults:
-                headers.append(("accept-version", version))
-            if "no-host" not in self.faults:
+            if "no-accept-version" not in faults:
+                headers.append(("accept-version", f"{version},1.0"
+                                if "descending-accept-version" in faults else version))
+            if "no-host" not in faults:
                 headers.append(("host", str(args.get("host") or url.hostname)))
         for name in ("login", "passcode"):
             if args.get(name):
-                headers.append((name, str(args[name])))
+                written = "password" if name == "passcode" and "no-passcode" in faults else name
+                headers.append((written, str(args[name])))
         if args.get("heart_beat") and version != "1.0":
-            headers.append(("heart-beat", str(args["heart_beat"])))
+            offer = str(args["heart_beat"])
+            headers.append(("heart-beat", offer.replace(",", ", ")
+                            if "heart-beat-spaces" in faults else offer))
         headers += [(str(k), str(v)) for k, v in (args.get("headers") or {}).items()]
-        if "escape-connect" in self.faults:
-            data = encode_raw("CONNECT", _escaped(headers, "1.2"))
-        else:
-            data = encode(Frame("CONNECT", headers), version="1.2")
         waiter = self.waiting["CONNECTED"] = asyncio.get_running_loop().create_future()
         self.tasks.append(asyncio.create_task(self.read()))
-        await self.write(data)
+        await self.write(self.wire("CONNECT", headers))
         connected = await asyncio.wait_for(waiter, 10)
         self.version = connected.get("version") or "1.0"
-        self.parser.version = "1.1" if "crlf-not-eol" in self.faults and \
-            self.version == "1.2" else self.version  # type: ignore[assignment]
-        if "raw-header-names" in self.faults:
-            self.parser.version = "1.0"  # values are unescaped in `received`, names not
+        self.parser.version = self.version  # type: ignore[assignment]
+        if "crlf-not-eol" in faults and self.version == "1.2":
+            self.parser.version = "1.1"
+        if "raw-header-names" in faults:
+            self.parser.version = "1.0"  # values are unescaped in `decoded`, names not
+        if "escape-v10" in faults and self.version == "1.0":
+            self.parser.version = "1.1"
         self.start_heartbeats(args.get("heart_beat"), connected.get("heart-beat"))
         emit("connected", headers=[[k, v] for k, v in connected.headers])
         return {}
 
     def start_heartbeats(self, offered: Any, answered: str | None) -> None:
         mine = HEART_BEAT.match(str(offered or "0,0"))
+        if answered is None and "missing-heart-beat-mirrors-offer" in self.faults and mine:
+            answered = f"{mine.group(2)},{mine.group(1)}"
         theirs = HEART_BEAT.match(answered or "0,0")
         if not (mine and theirs) or self.version == "1.0":
             return
-        cx, sy = int(mine.group(1)), int(theirs.group(2))
+        (cx, cy), (sx, sy) = map(int, mine.groups()), map(int, theirs.groups())
+        if "beat-regardless" in self.faults:
+            sy = sy or cx
         if cx and sy and "no-heartbeats" not in self.faults:
             every = max(cx, sy) / 1000 * (3 if "slow-heartbeats" in self.faults else 1)
             self.tasks.append(asyncio.create_task(self.beat(every)))
+        if sx and cy:
+            self.server_beats = True
+            margin = 0.9 if "heartbeat-no-tolerance" in self.faults else TOLERANCE
+            self.tasks.append(asyncio.create_task(self.watch(max(sx, cy) / 1000 * margin)))
 
     async def beat(self, every: float) -> None:
         loop = asyncio.get_running_loop()
@@ -203,27 +295,42 @@ class Client:
             else:
                 await asyncio.sleep(wait)
 
+    async def watch(self, limit: float) -> None:
+        """Take the connection as dead after `limit` seconds without data from the server."""
+        loop = asyncio.get_running_loop()
+        while self.transport is not None and not self.transport.closed:
+            wait = self.last_read + limit - loop.time()
+            if wait <= 0:
+                print(f"no data from the server for {limit * 1000:.0f} ms", file=sys.stderr)
+                await self.transport.close()  # the reader then says the connection ended
+                return
+            await asyncio.sleep(wait)
+
     async def command(self, op: str, args: dict[str, Any]) -> None:
         if op == "connect":
             await self.connect(args)
         elif op == "send":
-            body = base64.b64decode(args["body_b64"]) if "body_b64" in args else \
-                str(args.get("body", "")).encode()
-            headers = [("destination", str(args["destination"]))]
-            headers += [(str(k), str(v)) for k, v in (args.get("headers") or {}).items()]
-            await self.frame("SEND", headers, body, receipt=args.get("receipt", False))
+            await self.send(args)
         elif op == "subscribe":
-            headers = [("destination", str(args["destination"])), ("id", str(args["id"]))]
-            if args.get("ack"):
-                headers.append(("ack", str(args["ack"])))
-            await self.frame("SUBSCRIBE", headers, receipt=args.get("receipt", False))
+            await self.subscribe(args)
         elif op == "unsubscribe":
-            await self.frame("UNSUBSCRIBE", [("id", str(args["id"]))])
+            destination, written, _ = self.subscriptions.pop(str(args["id"]),
+                                                             ("", str(args["id"]), ""))
+            headers = [("id", written)]
+            if destination and "unsubscribe-by-destination" in self.faults:
+                headers = [("destination", destination)]
+            elif destination and "unsubscribe-unknown-id" in self.faults:
+                headers = [("id", destination)]
+            await self.frame("UNSUBSCRIBE", headers)
         elif op in ("ack", "nack"):
-            await self.frame(op.upper(), self.ack_headers(self.messages[int(args["message"])],
+            message = self.messages[int(args["message"])]
+            if op == "ack" and "no-ack-in-client-mode" in self.faults and \
+                    self.ack_mode(message) == "client":
+                return
+            await self.frame(op.upper(), self.ack_headers(op.upper(), message,
                                                           args.get("transaction")))
         elif op in ("begin", "commit", "abort"):
-            await self.frame(op.upper(), [("transaction", str(args["transaction"]))])
+            await self.transaction(op, str(args["transaction"]))
         elif op == "disconnect":
             await self.frame("DISCONNECT", [], receipt=bool(args.get("receipt")))
             await self.hang_up()
@@ -241,23 +348,62 @@ class Client:
         if "ignore-close" not in self.faults:
             emit("disconnected")
 
-    def ack_headers(self, message: Frame, transaction: Any) -> list[tuple[str, str]]:
+    async def send(self, args: dict[str, Any]) -> None:
+        faults = self.faults
+        text = "body_b64" not in args
+        body = str(args.get("body", "")).encode() if text else base64.b64decode(args["body_b64"])
+        name = "Destination" if "send-destination-capitalized" in faults else "destination"
+        headers = [(name, str(args["destination"]))]
+        headers += [(str(k), str(v)) for k, v in (args.get("headers") or {}).items()]
+        # a text body the application gave no content-type is labelled as what it is
+        if body and text and "content-type" not in dict(headers) and \
+                "no-content-type" not in faults:
+            headers.append(("content-type", "text" if "bad-content-type" in faults
+                            else "text/plain;charset=utf-8"))
+        await self.frame("SEND", headers, body, receipt=args.get("receipt", False))
+
+    async def subscribe(self, args: dict[str, Any]) -> None:
+        given, destination = str(args["id"]), str(args["destination"])
+        written = self.first.setdefault("subscription", given) \
+            if "reused-subscription-id" in self.faults else given
+        mode = str(args.get("ack") or "")
+        headers = [("destination", destination)]
+        if "subscribe-no-id" not in self.faults:
+            headers.append(("id", written))
+        if mode:
+            headers.append(("ack", mode.upper() if "ack-mode-case" in self.faults else mode))
+        self.subscriptions[given] = (destination, written, mode or "auto")
+        await self.frame("SUBSCRIBE", headers, receipt=args.get("receipt", False))
+
+    async def transaction(self, op: str, transaction: str) -> None:
+        faults = self.faults
+        if op == "begin" and "reused-transaction-id" in faults:
+            transaction = self.first.setdefault("transaction", transaction)
+        left_out = f"{op}-without-transaction" in faults
+        await self.frame(op.upper(), [] if left_out else [("transaction", transaction)])
+
+    def ack_mode(self, message: Frame) -> str:
+        """The ack mode of the subscription a message came for."""
+        return next((mode for _, written, mode in self.subscriptions.values()
+                     if written == message.get("subscription")), "auto")
+
+    def ack_headers(self, command: str, message: Frame,
+                    transaction: Any) -> list[tuple[str, str]]:
+        faults = self.faults
         message_id = message.get("message-id") or ""
-        if self.version == "1.2":
-            ack = message_id if "ack-message-id" in self.faults else message.get("ack") or ""
-            headers = [("id", ack)]
+        fault = "ack" if command == "ACK" else "nack"
+        if self.version != "1.2" and "ack-id-header" in faults:
+            headers = [("id", message_id)]
+        elif self.version == "1.2":
+            wrong = f"{fault}-message-id" in faults
+            headers = [("id", message_id if wrong else message.get("ack") or "")]
         elif self.version == "1.1":
             headers = [("message-id", message_id)]
-            if "ack-no-subscription" not in self.faults:
+            if f"{fault}-no-subscription" not in faults:
                 headers.append(("subscription", message.get("subscription") or ""))
         else:
             headers = [("message-id", message_id)]
         return headers + ([("transaction", str(transaction))] if transaction else [])
-
-
-def _escaped(headers: list[tuple[str, str]], version: str) -> list[tuple[str, str]]:
-    return [(escape(k, version), escape(v, version))  # type: ignore[arg-type]
-            for k, v in headers]
 
 
 async def serve(faults: set[str]) -> None:

@@ -19,7 +19,7 @@ from conformance.broker.outgoing import error_frame, frame_bytes
 from conformance.clients.run import ClientRun, event_body, event_headers
 from conformance.codec import Frame, LocalProtocolError, encode
 from conformance.runner.case_run import CaseError, heart_beat_pair
-from conformance.runner.judge import StepFailed
+from conformance.runner.judge import StepFailed, broken
 from conformance.runner.results import Outcome
 from conformance.runner.steps.expectations import (
     DEFAULT_WITHIN,
@@ -82,9 +82,10 @@ async def step_accept(run: ClientRun, args: dict[str, Any] | None) -> None:
 async def step_handshake(run: ClientRun, args: dict[str, Any] | None) -> None:
     """Accept the client, take its CONNECT (or STOMP) and answer it as the reference broker
     does: the case's version only, and CONNECTED's heart-beat the case names (0,0 by
-    default)."""
+    default; `none`: no heart-beat header)."""
     args = args or {}
     within = args.get("within", DEFAULT_WITHIN)
+    offered = args.get("heart_beat", "0,0")
     conn = await run.accept(within)
     event = await run.next_frame(within)
     wanted = {"command": "CONNECT", **(args.get("expect") or {})}
@@ -95,7 +96,7 @@ async def step_handshake(run: ClientRun, args: dict[str, Any] | None) -> None:
     capture(event, wanted, run)
     offer = heart_beat_pair(event.get("heart-beat"))
     run.client_heart_beat = offer or (0, 0)
-    sx, sy = heart_beat_pair(args.get("heart_beat", "0,0")) or (0, 0)
+    sx, sy = heart_beat_pair(offered) or (0, 0)  # `none`: no header, as 0,0
     config = BrokerConfig(versions=(run.version,), heartbeat=(sx, sy))
     # over WebSocket, the versions the client's subprotocols named bound the session's
     bound = conn.transport.versions if isinstance(conn.transport, WebSocketTransport) else None
@@ -108,6 +109,8 @@ async def step_handshake(run: ClientRun, args: dict[str, Any] | None) -> None:
         raise StepFailed(f"a CONNECT a STOMP {run.version} broker serves",
                          f"one it refuses: {said.refused}")
     for frame in said.frames:
+        if offered == "none":
+            frame.headers = [h for h in frame.headers if h[0] != "heart-beat"]
         await conn.send(frame_bytes(frame, conn.version, NO_FAULTS))
     if not said.connected:
         raise StepFailed(f"a CONNECT offering STOMP {run.version}",
@@ -262,10 +265,21 @@ async def step_expect_any(run: ClientRun, alternatives: list[dict[str, Any]]) ->
 async def step_expect_heartbeats(run: ClientRun, args: dict[str, Any] | None) -> None:
     """The client's heart-beats at the interval negotiated from its CONNECT and the
     CONNECTED the case sent: MAX(cx, sy), none when either is 0. Any data counts; the
-    longest silence over the window must stay within the interval and its tolerance."""
+    longest silence over the window must stay within the interval and its tolerance.
+    With `none`, the case negotiated none: no heart-beat EOL may come `within` seconds."""
     args = args or {}
     conn = run.connection()
     (cx, _), (_, sy) = run.client_heart_beat, run.server_heart_beat
+    if args.get("none"):
+        if cx and sy:
+            raise CaseError(f"expect_heartbeats none: heart-beats were negotiated "
+                            f"(cx={cx}, sy={sy})")
+        window = args.get("within", 1.0)
+        beats, _ = await watch(conn, run.transcript, run.clock, window)
+        if beats:
+            raise StepFailed(f"no heart-beat for {window:g} s (CONNECT's cx={cx}, CONNECTED's "
+                             f"sy={sy}: there will be none)", f"{beats} heart-beat EOLs")
+        return
     if not (cx and sy):
         run.grade(Outcome.INFORMATIONAL, f"no client heart-beats to check: CONNECT offered "
                   f"cx={cx}, CONNECTED asked sy={sy}")
@@ -278,6 +292,36 @@ async def step_expect_heartbeats(run: ClientRun, args: dict[str, Any] | None) ->
         raise StepFailed(f"data at least every {every * 1000:g} ms (MAX of CONNECT's cx={cx} "
                          f"and CONNECTED's sy={sy}, x{tolerance:g} tolerance) for {window:g} s",
                          f"{beats} heart-beat EOLs, the longest silence {silence * 1000:.0f} ms")
+
+
+async def step_send_heartbeats(run: ClientRun, args: dict[str, Any] | None) -> None:
+    """An EOL to the client every MAX(sx, cy) ms, the interval of the CONNECTED the case
+    sent and the client's CONNECT, for `intervals` of them: the client must keep the
+    connection. A close after less silence than the interval breaks the negotiated window;
+    one after about the interval, the tolerance the client SHOULD allow."""
+    conn = run.connection()
+    (_, cy), (sx, _) = run.client_heart_beat, run.server_heart_beat
+    if not (sx and cy):
+        run.grade(Outcome.INFORMATIONAL, f"no heart-beats to send: CONNECTED offered sx={sx}, "
+                  f"CONNECT asked cy={cy}")
+        return
+    every = max(sx, cy) / 1000
+    stop = time.monotonic() + min(every * (args or {}).get("intervals", 4),
+                                  MAX_HEARTBEAT_WINDOW)
+    sent: list[float] = []
+    while time.monotonic() < stop and conn.closed is None:
+        sent.append(run.clock())
+        await conn.send(b"\n")
+        await asyncio.sleep(every)
+    if conn.closed is None:
+        return
+    # what the client had surely read before it closed: EOLs sent well before the close
+    before = [t for t in sent if t < conn.closed.at - 0.05]
+    silence = (conn.closed.at - before[-1]) * 1000 if before else every * 1000
+    raise StepFailed(f"the connection kept while an EOL comes every {every * 1000:g} ms",
+                     f"the client closed it {silence:.0f} ms after an EOL",
+                     grade=broken("heart-beating.negotiated-interval")
+                     if silence < every * 900 else broken("heart-beating.tolerance"))
 
 
 async def step_expect_close(run: ClientRun, args: dict[str, Any] | None) -> None:
@@ -302,6 +346,7 @@ STEPS: dict[str, Callable[[ClientRun, Any], Awaitable[None]]] = {
     "driver": step_driver, "accept": step_accept, "handshake": step_handshake,
     "expect_frame": step_expect_frame, "reply": step_reply, "raw": step_raw,
     "expect_event": step_expect_event, "expect_any": step_expect_any,
-    "expect_heartbeats": step_expect_heartbeats, "expect_close": step_expect_close,
+    "expect_heartbeats": step_expect_heartbeats, "send_heartbeats": step_send_heartbeats,
+    "expect_close": step_expect_close,
     "close": step_close, "sleep": step_sleep,
 }

@@ -4,6 +4,7 @@ every violation returned names its statement."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 from conformance.codec.events import Frame, Violation
@@ -20,6 +21,9 @@ from conformance.spec.grammar import (
     SERVER_REQUIRED_HEADERS,
     Version,
 )
+
+#: One version of accept-version: major.minor.
+ACCEPT_VERSION_ITEM = re.compile(r"\A[0-9]{1,4}\.[0-9]{1,4}\Z")
 
 
 def validate_server_frame(frame: Frame, *, version: Version,
@@ -79,7 +83,8 @@ def validate_client_frame(frame: Frame, *, version: Version) -> list[Violation]:
                 f"STOMP {version} client command")
         return found
     for name, statement in CLIENT_REQUIRED_HEADERS[command][version]:
-        if name not in frame:
+        # a 1.0 UNSUBSCRIBE "requires either a destination header or an id header"
+        if name not in frame and not (command == "UNSUBSCRIBE" and "id" in frame):
             violate(statement, f"{command} without the required {name!r} header")
     if frame.body and command not in BODY_COMMANDS and version != "1.0":
         violate("body.forbidden-frames", f"a {command} frame must not have a body")
@@ -88,12 +93,26 @@ def validate_client_frame(frame: Frame, *, version: Version) -> list[Violation]:
         if heart_beat is not None and not HEART_BEAT.match(heart_beat):
             violate("heart-beating.header-format", f"heart-beat {heart_beat[:40]!r} is not "
                     "two integers separated by a comma")
+        accept = frame.get("accept-version")
+        if accept is not None and not _incrementing(accept):
+            violate("negotiation.accept-version-format", f"accept-version {accept[:40]!r} is "
+                    "not a comma separated list of incrementing versions")
     elif command == "SUBSCRIBE":
         mode = frame.get("ack")
         if mode is not None and mode not in ACK_MODES[version]:
             violate("subscribe-ack.valid-values", f"SUBSCRIBE with ack mode {mode[:40]!r}")
     _check_content(frame, version, violate)
     return found
+
+
+def _incrementing(versions: str) -> bool:
+    """Whether `versions` is "a comma separated list of incrementing STOMP protocol
+    versions": each major.minor, each higher than the one before."""
+    items = versions.split(",")
+    if not all(ACCEPT_VERSION_ITEM.match(item) for item in items):
+        return False
+    keys = [tuple(map(int, item.split("."))) for item in items]
+    return all(a < b for a, b in zip(keys, keys[1:], strict=False))
 
 
 def _check_content(frame: Frame, version: Version, violate: Callable[[str, str], None]) -> None:

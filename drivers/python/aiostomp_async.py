@@ -16,7 +16,7 @@ from typing import Any
 
 from aiostomp import AioStomp
 from aiostomp.errors import ExceededRetryCount, StompError
-from contract import Unsupported, address, answer, b64, body, commands, emit, heart_beat
+from contract import Unsupported, address, answer, b64, commands, emit, heart_beat, text_or_bytes
 
 
 class Client(AioStomp):
@@ -66,7 +66,7 @@ class Driver:
         if c.get("receipt"):
             raise Unsupported("receipts (aiostomp reports no RECEIPT)")
         if op == "send":
-            client.send(str(c["destination"]), body(c), dict(c.get("headers") or {}))
+            client.send(str(c["destination"]), text_or_bytes(c), dict(c.get("headers") or {}))
         elif op == "subscribe":
             # aiostomp numbers subscriptions itself; acknowledging is left to the driver
             self.subscriptions[str(c["id"])] = client.subscribe(

@@ -40,6 +40,12 @@ def body(command: dict[str, Any]) -> bytes:
     return str(command.get("body", "")).encode()
 
 
+def text_or_bytes(command: dict[str, Any]) -> str | bytes:
+    """A command's body as an application holds it: text as str, octets as bytes (for a
+    library that takes either)."""
+    return body(command) if "body_b64" in command else str(command.get("body", ""))
+
+
 def endpoint(url: str, schemes: tuple[str, ...] = ("tcp",)) -> tuple[str, str, int, str]:
     """The url's scheme, host, port and path; Unsupported for a scheme not in `schemes`
     (a library without a WebSocket transport takes tcp:// only)."""

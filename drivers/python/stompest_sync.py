@@ -15,7 +15,7 @@ from typing import Any
 
 from contract import Unsupported, address, answer, b64, body, commands, emit, heart_beat
 from stompest.config import StompConfig
-from stompest.error import StompConnectionError
+from stompest.error import StompConnectionError, StompFrameError
 from stompest.protocol import StompSpec
 from stompest.sync import Stomp
 
@@ -44,6 +44,13 @@ class Driver:
                 timeout = 0
         except StompConnectionError as error:
             print(f"connection lost: {error}", file=sys.stderr)
+            self.client = None
+            emit("disconnected")
+        except StompFrameError as error:
+            # a frame stompest cannot read is raised to the application, which can only
+            # give the connection up: that frame is lost, and what follows it with it
+            emit("error", headers={"message": str(error)}, body_b64=b64(b""))
+            client.close()
             self.client = None
             emit("disconnected")
 

@@ -9,7 +9,7 @@ from importlib.metadata import version as installed
 from typing import Any
 
 import stomp
-from contract import Unsupported, answer, b64, body, commands, emit, endpoint, heart_beat
+from contract import Unsupported, answer, b64, commands, emit, endpoint, heart_beat, text_or_bytes
 
 CONNECTIONS = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}
 
@@ -67,7 +67,7 @@ def run(conn: Any, listener: Listener, op: str, c: dict[str, Any]) -> Any:
         raise RuntimeError("not connected")
     receipt = {"receipt": str(c["receipt"])} if c.get("receipt") else {}
     if op == "send":
-        conn.send(str(c["destination"]), body(c), headers=dict(c.get("headers") or {}),
+        conn.send(str(c["destination"]), text_or_bytes(c), headers=dict(c.get("headers") or {}),
                   **receipt)
     elif op == "subscribe":
         conn.subscribe(str(c["destination"]), id=str(c["id"]), ack=str(c.get("ack", "auto")))
