@@ -1,8 +1,9 @@
 """The reports of `stomp-conformance clients`, from real runs through the reference driver
 (with a fault, and with a profile declaring what it breaks): JSON, JUnit, HTML and Markdown
 written as `run` writes them, each from the one report dict (a saved report renders the
-same), speaking of the client; `-` for standard output; the passcode scrubbed. A hostile
-library's text in the page and summary: tests/test_html_report.py."""
+same), speaking of the client; `-` for standard output; the passcode scrubbed; and
+`compare` of client reports, a column per library and transport. A hostile library's text
+in the page and summary: tests/test_html_report.py."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from helpers import cli
 
 from conformance.clients import REFERENCE_DRIVER
 from conformance.report import render_html, render_markdown, report_junit, schema
+from conformance.report.compare import compare, compare_json, compare_markdown
 from conformance.report.verdict import certify
 from conformance.runner.results import CaseResult, Outcome
 
@@ -162,6 +164,60 @@ def test_one_report_to_standard_output(tmp_path: Path) -> None:
         assert done.stderr.startswith(f"stomp-conformance: {says}"), done.stderr
         assert len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "s.html").exists()
+
+
+# -- compare -------------------------------------------------------------------------------
+
+def test_compare_names_a_client_column_for_its_profile_and_transport(
+        runs: dict[str, Path], tmp_path: Path) -> None:
+    sources = [str(runs[name] / "r.json") for name in ("clean", "ws", "declared")]
+    done = cli("compare", *sources, "--json", str(tmp_path / "c.json"),
+               "--markdown", str(tmp_path / "c.md"), "--html", str(tmp_path / "c.html"),
+               "--not-run", "other-lib=not installed")
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "c.json").read_text("utf-8"))
+    assert "brokers" not in data and data["not_run"] == {"other-lib": "not installed"}
+    columns = data["clients"]
+    # the reference driver has no profile: its library names it, over each transport
+    assert [(c["name"], c["profile"], c["transport"]) for c in columns] == [
+        ("stomp-conformance reference driver (tcp)", None, "tcp"),
+        ("stomp-conformance reference driver (ws)", None, "ws"),
+        ("my-library", "my-library", "tcp")]
+    for column, source in zip(columns, sources, strict=True):
+        report = json.loads(Path(source).read_text("utf-8"))
+        assert column["outcomes"] == {f"{c['id']}@{c['version']}": c["outcome"]
+                                      for c in report["cases"]}
+        assert (column["library"], column["version"], column["driver"]) == (
+            report["client"]["library"], report["client"]["version"],
+            report["client"]["driver"])
+    markdown = (tmp_path / "c.md").read_text("utf-8")
+    assert markdown.startswith("### STOMP client conformance: 3 client libraries compared\n")
+    assert "| `clients.send.nul-body [1.2]` | \u2705 | \u2705 | \U0001f536 |" in markdown
+    assert "| `clients.send.receipt [1.0]` | \u2705 | \u2705 | \u2014 |" in markdown
+    page = (tmp_path / "c.html").read_text("utf-8")
+    assert "<h2>Client libraries</h2>" in page and "<td class=\"mono\">my-library</td>" in page
+    # one library over two transports with one profile: the transport tells them apart
+    tcp, ws = load(runs["clean"]), load(runs["ws"])
+    for report in (tcp, ws):
+        report["client"]["profile"] = "client-x"
+    names = [c["name"] for c in compare_json(compare([tcp, ws], ["a", "b"]))["clients"]]
+    assert names == ["client-x (tcp)", "client-x (ws)"]
+
+
+def test_compare_refuses_brokers_and_clients_together(runs: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    done = cli("run", "--cases", str(Path(__file__).parents[1] / "cases" / "escaping"),
+               "--json", str(tmp_path / "broker.json"))
+    assert done.returncode == 0, done.stderr
+    client = str(runs["clean"] / "r.json")
+    done = cli("compare", str(tmp_path / "broker.json"), client)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"stomp-conformance: {client} is a client library's report and "
+                           f"{tmp_path / 'broker.json'} a broker's: compare brokers with "
+                           "brokers and clients with clients\n")
+    with pytest.raises(ValueError, match="compare brokers with brokers"):
+        compare_markdown(compare([load(runs["clean"]), json.loads(
+            (tmp_path / "broker.json").read_text())], ["a", "b"]))
 
 
 def test_the_client_verdict_lines() -> None:
