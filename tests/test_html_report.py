@@ -504,6 +504,24 @@ def test_compare_page_filters_rows_that_differ(browser: WebDriver, runs: tuple[P
     check_rendered(browser, screenshot, "dafbe1", "ffebe9")  # badges: passed, failed
 
 
+def test_committed_client_comparison_page_loads_and_filters(browser: WebDriver) -> None:
+    page = ROOT / "reports" / "clients-comparison.html"
+    data = load(page.with_suffix(".json"))
+    requested, blocked, console = open_page(browser, page)
+    assert requested == [page.as_uri()] and blocked == [] and console == []
+    assert browser.title.startswith("STOMP client conformance: ")
+    heads = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#matrix th.broker")]
+    assert heads == [c["name"] for c in data["clients"]]
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-row]")
+    browser.find_element(By.ID, "filter-id").send_keys("clients.websocket")
+    ws_only = [r for r in rows if r.is_displayed()]
+    assert ws_only and len(ws_only) < len(rows)
+    for row in ws_only:  # no TCP column has a case run over WebSocket only
+        cells = row.find_elements(By.CSS_SELECTOR, "td.cell")
+        assert [c.get_attribute("class") == "cell missing" for c in cells] == [
+            column["transport"] == "tcp" for column in data["clients"]]
+
+
 #: Decodes a PNG in the browser (a page of its own, with no policy) and counts the colours
 #: of every seventh pixel.
 COLOURS = """
