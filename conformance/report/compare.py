@@ -167,7 +167,7 @@ MARKS = {outcome: symbol.split(" ")[0] for outcome, symbol in SYMBOLS.items()}
 
 
 def compare_markdown(matrix: Matrix) -> str:
-    """The matrix as Markdown within a GitHub comment's size: scores and counts per broker,
+    """The matrix as Markdown within a GitHub comment's size: scores and counts per column,
     the case runs that differ, then every case run in a folded block."""
     head = ["", *(cell(name) for name in matrix.columns)]
     summary = [["library", *(cell(view.library(r["client"]), limit=NAME)
@@ -184,8 +184,7 @@ def compare_markdown(matrix: Matrix) -> str:
     legend = " \u00b7 ".join([*(SYMBOLS[o] for o in view.OUTCOMES),
                               f"{MISSING} not in that report"])
     kind = "client libraries" if matrix.party == "client" else "brokers"
-    heading = "STOMP client conformance" if matrix.party == "client" else "STOMP conformance"
-    lines = [f"### {heading}: {len(matrix.columns)} {kind} compared", "",
+    lines = [f"### {view.heading(matrix.party)}: {len(matrix.columns)} {kind} compared", "",
              *table(head, summary), ""]
     lines += [f"Not run: **{cell(name)}**: {cell(reason)}" for name, reason in matrix.not_run]
     lines += [*([""] if matrix.not_run else []),
@@ -221,7 +220,8 @@ def compare_html(matrix: Matrix, *, generated: datetime | None = None) -> str:
     tips = {row.key: [view.one_line(note, limit=TIP) for note in row.notes]
             for row in matrix.rows}
     return render_page("compare.html.j2", matrix=matrix, columns=columns, head=head,
-                       client=matrix.party == "client", tips=tips, generated=stamp(generated),
+                       client=matrix.party == "client", heading=view.heading(matrix.party),
+                       tips=tips, generated=stamp(generated),
                        outcomes=[o for o in view.OUTCOMES if o in present], missing=MISSING,
                        areas=sorted({row.area for row in matrix.rows}),
                        has_missing=any(None in row.cells for row in matrix.rows),

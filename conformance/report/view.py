@@ -42,13 +42,17 @@ class Subject:
 
     @property
     def heading(self) -> str:
-        """'STOMP conformance' for a broker, 'STOMP client conformance' for a client."""
-        return "STOMP client conformance" if self.party == "client" else "STOMP conformance"
+        return heading(self.party)
 
 
 def party(report: dict[str, Any]) -> str:
     """"client" for a client run's report, else "broker"."""
     return "client" if "client" in report else "broker"
+
+
+def heading(party: str) -> str:
+    """'STOMP conformance' for a broker, 'STOMP client conformance' for a client."""
+    return "STOMP client conformance" if party == "client" else "STOMP conformance"
 
 
 def library(client: dict[str, Any]) -> str:
