@@ -4,6 +4,7 @@ outcome; run the command line."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from conformance.codec import Frame, Heartbeat, Parser, StompError
 from conformance.profiles import load_profile
+from conformance.report.compare import MARKS, MISSING
 from conformance.runner.engine import Engine
 from conformance.runner.events import RunEvent
 from conformance.runner.results import CaseResult
@@ -96,3 +98,29 @@ def run_cases(tmp_path: Path, port: int, *texts: str, profile: str = "reference"
     engine = Engine(target, **options)  # type: ignore[arg-type]
     handlers = [events.append] if events is not None else []
     return asyncio.run(engine.run(load_file(path), handlers))
+
+
+def check_comparison_files(stem: str, columns: str, runs: int) -> None:
+    """reports/STEM.md and reports/STEM.html show the comparison of reports/STEM.json (its
+    `columns` key: brokers or clients): a column head each, those not run, and in the last
+    Markdown table each of the `runs` case runs with a symbol per column's outcome."""
+    reports = Path(__file__).resolve().parents[1] / "reports"
+    data = json.loads((reports / f"{stem}.json").read_text("utf-8"))
+    markdown = (reports / f"{stem}.md").read_text("utf-8")
+    page = (reports / f"{stem}.html").read_text("utf-8")
+    assert f"of {runs} case runs differ**" in markdown
+    assert f"{len(data[columns])} reports" in page and f"&middot; {runs} case runs" in page
+    header = "|  | " + " | ".join(c["name"] for c in data[columns]) + " |"
+    assert header in markdown.splitlines()
+    for name in data["not_run"]:
+        assert f"Not run: **{name}**" in markdown and f"<strong>{name}</strong>" in page
+    table = markdown.split("<details>")[-1] if "<details>" in markdown else markdown
+    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[1:]
+            for line in table.splitlines() if line.startswith("| `")}
+    assert len(rows) == runs and "Cut to fit" not in markdown
+    for label, cells in rows.items():
+        case_id, version = label.removesuffix("]").split(" [")
+        key = f"{case_id}@{version}"
+        assert [cell.removesuffix(" |") for cell in cells] == [
+            MARKS[c["outcomes"][key]] if key in c["outcomes"] else MISSING
+            for c in data[columns]], label

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 
 from conformance import __version__
 from conformance.cli import main
@@ -33,9 +34,9 @@ NODE_MODULES = ROOT / "drivers" / "node" / "node_modules"
 
 @dataclass(frozen=True)
 class Shipped:
-    """A driver as shipped: its script under drivers/ (none: the reference driver), the
-    package it drives (PyPI or npm), the name its `ready` gives, its profile, and the
-    transport it runs over."""
+    """A driver as shipped (drivers/shipped.yaml): its script under drivers/ (none: the
+    reference driver), the package it drives (PyPI or npm), the name its `ready` gives, its
+    profile, and the transport it runs over."""
 
     script: str
     package: str
@@ -69,21 +70,16 @@ class Shipped:
         pytest.skip(why)
 
 
-DRIVERS = {
-    "stomp-py": Shipped("python/stomppy.py", "stomp-py", "stomp.py", "client-stomp-py"),
-    "stomp-py-ws": Shipped("python/stomppy.py", "stomp-py", "stomp.py", "client-stomp-py",
-                           "ws"),
-    "stompest": Shipped("python/stompest_sync.py", "stompest", "stompest", "client-stompest"),
-    "aiostomp": Shipped("python/aiostomp_async.py", "aiostomp", "aiostomp", "client-aiostomp"),
-    "stompjs": Shipped("node/stompjs.js", "@stomp/stompjs", "@stomp/stompjs", "client-stompjs"),
-    "stompjs-ws": Shipped("node/stompjs.js", "@stomp/stompjs", "@stomp/stompjs",
-                          "client-stompjs", "ws"),
-    "stompit": Shipped("node/stompit.js", "stompit", "stompit", "client-stompit"),
-    "reference-ws": Shipped("", "stomp-conformance", "stomp-conformance reference driver",
-                            None, "ws"),
-}
+#: drivers/shipped.yaml: each shipped driver, its library, profile and transports
+SHIPPED = yaml.safe_load((ROOT / "drivers" / "shipped.yaml").read_text("utf-8"))
+#: a row per driver and transport its library speaks (`NAME` over TCP, `NAME-ws` over
+#: WebSocket), but the reference driver over TCP, which tests/test_clients.py runs
+DRIVERS = {entry["name"] + ("-ws" if transport == "ws" else ""): Shipped(
+    entry.get("script", ""), entry["package"], entry["library"], entry.get("profile"), transport)
+    for entry in SHIPPED for transport in entry["transports"]
+    if "script" in entry or transport != "tcp"}
 #: drivers whose library has no WebSocket transport
-TCP_ONLY = ("stompest", "aiostomp", "stompit")
+TCP_ONLY = [entry["name"] for entry in SHIPPED if "ws" not in entry["transports"]]
 
 
 def test_every_shipped_client_profile_has_a_driver_and_none_is_a_broker_profile() -> None:

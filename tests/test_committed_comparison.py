@@ -10,10 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from helpers import cli
+from helpers import check_comparison_files, cli
 
 from conformance.profiles import shipped
-from conformance.report.compare import MARKS, MISSING
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -63,23 +62,5 @@ def test_the_brokers_are_the_shipped_profiles() -> None:
 
 
 def test_the_markdown_and_page_are_of_the_same_comparison() -> None:
-    data = committed()
-    markdown = (REPORTS / "comparison.md").read_text("utf-8")
-    page = (REPORTS / "comparison.html").read_text("utf-8")
     runs = len(catalogue_runs("tcp") | catalogue_runs("ws"))  # the union: rows
-    assert f"of {runs} case runs differ**" in markdown
-    assert f"{len(data['brokers'])} reports" in page and f"&middot; {runs} case runs" in page
-    header = "|  | " + " | ".join(b["name"] for b in data["brokers"]) + " |"
-    assert header in markdown.splitlines()
-    for name in data["not_run"]:
-        assert f"Not run: **{name}**" in markdown and f"<strong>{name}</strong>" in page
-    # the last table of the Markdown holds every case run, a symbol per broker's outcome
-    table = markdown.split("<details>")[-1] if "<details>" in markdown else markdown
-    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[1:]
-            for line in table.splitlines() if line.startswith("| `")}
-    assert len(rows) == runs and "Cut to fit" not in markdown
-    for label, cells in rows.items():
-        case_id, version = label.removesuffix("]").split(" [")
-        assert [cell.removesuffix(" |") for cell in cells] == [
-            MARKS[b["outcomes"][f"{case_id}@{version}"]] if f"{case_id}@{version}"
-            in b["outcomes"] else MISSING for b in data["brokers"]], label
+    check_comparison_files("comparison", "brokers", runs)

@@ -1,8 +1,9 @@
 """The HTML report, the Markdown summary and the `compare` matrix, from real runs: a hostile
-peer whose server header and ERROR carry script, and the reference broker with and without
-faults. The page is checked as text and in a real headless Chromium: broker text never runs
-and shows as text, the page fetches nothing, its Content-Security-Policy stops script that
-got past escaping, the filters work, and the page renders."""
+peer whose server header and ERROR carry script, a hostile client library whose name,
+version, decoded headers and errors do, and the reference broker with and without faults.
+The page is checked as text and in a real headless Chromium: broker (and library) text
+never runs and shows as text, the page fetches nothing, its Content-Security-Policy stops
+script that got past escaping, the filters work, and the page renders."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import base64
 import json
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -103,6 +105,56 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 1, done.stderr
     for name in ("r.json", "r.html", "r.md"):
         assert f"wrote {out / name}" in done.stderr
+    return out
+
+
+#: A client library's driver (cases/clients/README.md) whose library is hostile: its name,
+#: its version and its standard error carry script; it connects over a bare socket with a
+#: CONNECT holding a script header, and reports CONNECTED's version as sent at 1.1 but as
+#: script (beside a header holding Markdown) at 1.2, failing that case run.
+HOSTILE_DRIVER = r"""
+import json, socket, sys
+payload, server, version, note = json.loads(sys.argv[1])
+def say(**event):
+    print(json.dumps(event), flush=True)
+say(event="ready", library=server, version=version)
+print(payload, file=sys.stderr, flush=True)
+for line in sys.stdin:
+    command = json.loads(line)
+    if command["op"] != "connect":
+        break
+    host, port = command["url"].removeprefix("tcp://").rsplit(":", 1)
+    peer = socket.create_connection((host, int(port)))
+    peer.sendall(f"CONNECT\naccept-version:{command['version']}\nhost:{command['host']}\n"
+                 f"x-evil:{payload}\n\n\0".encode())
+    data = b""
+    while b"\0" not in data:
+        data += peer.recv(4096)
+    version = command["version"] if command["version"] == "1.1" else payload
+    say(event="connected", headers=[["version", version], ["x-note", note]])
+    say(event="done", op="connect")
+"""
+CLIENT_CASE = "clients.connect.required-headers"
+#: the library's version (a report keeps 100 characters of it)
+VERSION = "6.6<img src=x onerror=\"window.__pwned='version'\">"
+
+
+@pytest.fixture(scope="module")
+def hostile_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The client cases' CLIENT_CASE through the hostile driver, with every report; at 1.1
+    it passes, at 1.2 it fails."""
+    out = tmp_path_factory.mktemp("hostile-client")
+    (out / "driver.py").write_text(HOSTILE_DRIVER)
+    driver = shlex.join([sys.executable, str(out / "driver.py"),
+                         json.dumps([PAYLOAD, SERVER, VERSION, NOTE])])
+    done = cli("clients", "--driver", driver, "-k", CLIENT_CASE, "--json", str(out / "r.json"),
+               "--html", str(out / "r.html"), "--markdown", str(out / "r.md"),
+               "--junit", str(out / "r.xml"))
+    assert done.returncode == 1, done.stderr
+    report = load(out / "r.json")
+    assert report["client"]["library"] == SERVER and report["client"]["version"] == VERSION
+    assert [(c["version"], c["outcome"]) for c in report["cases"]] == [
+        ("1.1", "passed"), ("1.2", "failed")]
     return out
 
 
@@ -367,6 +419,49 @@ def test_hostile_page_runs_no_broker_script_and_filters_work(
     check_rendered(browser, screenshot, "2da44e", "cf222e")  # the bars: passed, failed
 
 
+def test_hostile_client_page_shows_the_library_text_as_text(
+        browser: WebDriver, hostile_client: Path, tmp_path: Path) -> None:
+    page = hostile_client / "r.html"
+    text = page.read_text("utf-8")
+    for tag in ("<img", "<svg", "<a ", "<b>", "</textarea>"):
+        assert tag not in text, tag
+    assert text.count("<script") == 1
+    assert escape(PAYLOAD) in text and escape(SERVER) in text and escape(VERSION) in text
+    requested, blocked, console = open_page(browser, page)
+    assert requested == [page.as_uri()] and blocked == [] and console == []
+    assert_no_script_ran(browser)
+    assert browser.title == f"STOMP client conformance: {SERVER} {VERSION} over TCP (tcp)"
+    for tag in ("img", "svg", "a", "b", "textarea"):
+        assert browser.find_elements(By.TAG_NAME, tag) == [], tag
+    # the meta block: the library and its version, the driver command (holding the
+    # payload, shell-quoted, as its argument), the transport, the profile
+    subject = browser.find_element(By.ID, "subject").text
+    assert f"client\n{SERVER} {VERSION}\n" in subject and "transport\nTCP (tcp)" in subject
+    assert "profile\n(none)" in subject and "<svg onload=" in subject
+    verdict = browser.find_element(By.ID, "verdict")
+    assert verdict.text == "does not conform as a client: 1 MUST case run failed"
+    both = {f"{CLIENT_CASE} [passed]": True, f"{CLIENT_CASE} [failed]": True}
+    assert shown(browser) == both
+    browser.find_element(By.CSS_SELECTOR, "input[data-filter=outcome][value=failed]").click()
+    assert shown(browser) == {**both, f"{CLIENT_CASE} [failed]": False}
+    browser.find_element(By.CSS_SELECTOR, "button[data-group=outcome][data-set=all]").click()
+    row = browser.find_element(By.CSS_SELECTOR, "tr.o-failed")
+    # the headers the library decoded, as the case's message quotes them
+    assert "<svg onload=" in row.find_element(By.CSS_SELECTOR, ".eo").text
+    row.find_element(By.TAG_NAME, "summary").click()
+    transcript = row.find_element(By.CSS_SELECTOR, ".transcript").text
+    assert f"x-evil:{PAYLOAD}\u21b5" in transcript  # the client's CONNECT, as sent
+    assert_no_script_ran(browser)
+    browser.execute_script("window.scrollTo(0, 0)")
+    # the long driver command wraps beside the run's block, which keeps its width
+    run_block = browser.find_element(By.CSS_SELECTOR, "header.top > dl.meta")
+    assert run_block.size["width"] > 200 and run_block.size["height"] < 150
+    screenshot = tmp_path / "hostile-client.png"
+    assert browser.save_screenshot(str(screenshot))
+    print(f"screenshot: {screenshot}")
+    check_rendered(browser, screenshot, "2da44e", "cf222e")  # the bar: passed, failed
+
+
 def test_policy_stops_script_and_fetches_that_get_past_escaping(
         browser: WebDriver, hostile_run: Path, tmp_path: Path) -> None:
     """The second wall: markup put into a rendered page (as an escaping bug would) neither
@@ -407,6 +502,24 @@ def test_compare_page_filters_rows_that_differ(browser: WebDriver, runs: tuple[P
     assert browser.save_screenshot(str(screenshot))
     print(f"screenshot: {screenshot}")
     check_rendered(browser, screenshot, "dafbe1", "ffebe9")  # badges: passed, failed
+
+
+def test_committed_client_comparison_page_loads_and_filters(browser: WebDriver) -> None:
+    page = ROOT / "reports" / "clients-comparison.html"
+    data = load(page.with_suffix(".json"))
+    requested, blocked, console = open_page(browser, page)
+    assert requested == [page.as_uri()] and blocked == [] and console == []
+    assert browser.title.startswith("STOMP client conformance: ")
+    heads = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#matrix th.broker")]
+    assert heads == [c["name"] for c in data["clients"]]
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-row]")
+    browser.find_element(By.ID, "filter-id").send_keys("clients.websocket")
+    ws_only = [r for r in rows if r.is_displayed()]
+    assert ws_only and len(ws_only) < len(rows)
+    for row in ws_only:  # no TCP column has a case run over WebSocket only
+        cells = row.find_elements(By.CSS_SELECTOR, "td.cell")
+        assert [c.get_attribute("class") == "cell missing" for c in cells] == [
+            column["transport"] == "tcp" for column in data["clients"]]
 
 
 #: Decodes a PNG in the browser (a page of its own, with no policy) and counts the colours
@@ -550,6 +663,23 @@ def test_markdown_summary_neutralises_broker_text(hostile_run: Path) -> None:
     # outside code spans, no markup character of the broker's is left bare
     assert re.search(r"(?<!\\)[<>]", re.sub(r"`[^`]*`", "", text)) is None
     assert "hostile.bad-escape" not in text  # it passed
+
+
+def test_markdown_summary_neutralises_client_library_text(hostile_client: Path) -> None:
+    text = (hostile_client / "r.md").read_text("utf-8")
+    lines = text.splitlines()
+    assert lines[0] == "**does not conform as a client: 1 MUST case run failed**"
+    assert lines[2].startswith("### STOMP client conformance: evil/6.6 \\<script\\>window.")
+    assert lines[2].endswith(" over TCP (tcp)")
+    assert "\\<img src=x onerror=" in lines[2]  # the version
+    # the driver command (the payload its argument), cut, in a code span: text there
+    assert " \u00b7 driver `" in lines[4] and lines[4].count("`") == 2 and "<img" in lines[4]
+    row = next(line for line in lines if line.startswith(f"| `{CLIENT_CASE}`"))
+    assert "observed connected event {'event': 'connected', 'headers': \\[\\[" in row
+    message = row.split(" | ")[-1].removesuffix(" |")
+    assert re.search(r"(?<!\\)[<`|_*\[]", message) is None  # each one escaped
+    # outside code spans, no markup character of the library's is left bare
+    assert re.search(r"(?<!\\)[<>]", re.sub(r"`[^`]*`", "", text)) is None
 
 
 def test_markdown_fits_a_github_comment(runs: tuple[Path, Path]) -> None:

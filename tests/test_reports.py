@@ -10,6 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -234,9 +235,13 @@ def test_atomic_write_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
 
 # -- JUnit ---------------------------------------------------------------------------------
 
+def broker_report(given: list[CaseResult], target: Target) -> dict[str, Any]:
+    return report_json(given, target=target, server=SERVER, duration=1.0, tool_version="0.1.0")
+
+
 def junit(target: Target, tmp_path: Path) -> tuple[Path, ET.Element]:
     path = tmp_path / "junit.xml"
-    write_junit(path, results(), target=target)
+    write_junit(path, broker_report(results(), target))
     xmlschema.XMLSchema(XSD).validate(str(path))
     return path, ET.parse(path).getroot()
 
@@ -256,7 +261,8 @@ def test_junit_validates_against_the_xsd(target: Target, tmp_path: Path) -> None
             frames.get("skipped")) == ("5", "1", "0", "1")
     assert root.get("tests") == "8" and root.get("failures") == "2"
     properties = {p.get("name"): p.get("value") for p in frames.iter("property")}
-    assert properties == {"broker": "127.0.0.1:61613", "profile": "rabbitmq"}
+    assert properties == {"broker": "127.0.0.1:61613", "profile": "rabbitmq",
+                          "server": "RabbitMQ/3.12.0", "versions": "1.2"}
     passed = cases_of(root)["stomp.frames/frames.passed [STOMP 1.2]"]
     # Jenkins' schema gives a testcase no file or line attribute.
     assert (passed.get("time"), passed.get("file"), passed.get("line")) == ("0.013000", None, None)
@@ -309,7 +315,7 @@ def test_junit_survives_hostile_text(target: Target) -> None:
     hostile = result(Outcome.FAILED, message=nasty, expected=nasty, observed="]]>",
                      title=nasty, violations=[nasty],
                      transcript=[Record(0, "in", "main", nasty.encode("utf-8", "surrogatepass"))])
-    text = report_junit([hostile], target=target)
+    text = report_junit(broker_report([hostile], target))
     xmlschema.XMLSchema(XSD).validate(text.encode("utf-8"))
     failure = ET.fromstring(text.encode("utf-8")).find("testsuite/testcase/failure")
     assert failure is not None
@@ -517,7 +523,7 @@ def test_junit_of_a_full_run_against_a_faulty_broker_is_what_jenkins_reads(
     assert {Outcome.FAILED, Outcome.ERROR, Outcome.UNSUPPORTED, Outcome.KNOWN_DEVIATION,
             Outcome.PASSED} <= outcomes, outcomes
     path = tmp_path / "junit.xml"
-    write_junit(path, given, target=Target(parse_broker("127.0.0.1:61613"), profile))
+    write_junit(path, broker_report(given, Target(parse_broker("127.0.0.1:61613"), profile)))
     xmlschema.XMLSchema(XSD).validate(str(path))
     root = ET.parse(path).getroot()
     children = {child.tag for case in root.iter("testcase") for child in case}
@@ -533,8 +539,8 @@ def test_junit_of_a_full_run_against_a_faulty_broker_is_what_jenkins_reads(
 def test_results_are_not_changed_by_reporting(target: Target, tmp_path: Path) -> None:
     given = results()
     before = [dataclasses.asdict(r) for r in given]
-    report_json(given, target=target, server=SERVER, duration=0, tool_version="0")
-    report_junit(given, target=target)
+    report_junit(report_json(given, target=target, server=SERVER, duration=0,
+                             tool_version="0"))
     write_records(tmp_path, given, target=target, run_id="x", tool_version="0")
     assert [dataclasses.asdict(r) for r in given] == before
 

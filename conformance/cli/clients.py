@@ -1,7 +1,8 @@
 """`stomp-conformance clients`: the client cases against a STOMP client library through its
-driver (the reference driver by default), the console summary and the JSON report; or with
---selftest, the client cases against the reference driver and each of its faults. Exit 1
-when a case failed, 3 when no case could be graded (the driver never ran)."""
+driver (the reference driver by default), the console summary and the reports (JSON, JUnit,
+HTML, Markdown, through the ReportWriter `run` uses); or with --selftest, the client cases
+against the reference driver and each of its faults. Exit 1 when a case failed, 3 when no
+case could be graded (the driver never ran)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,14 @@ from rich.text import Text
 from conformance import __version__
 from conformance.cli.arguments import positive, seconds
 from conformance.cli.exits import Exit, fail
-from conformance.cli.options import Verbs, case_flags, chosen_cases
+from conformance.cli.options import Verbs, case_flags, chosen_cases, report_flags, stdout_clash
 from conformance.cli.selftest import show_kills
 from conformance.clients import REFERENCE_DRIVER, ClientInfo, run_client_cases
 from conformance.clients.run import passcode
-from conformance.files import STDOUT, write_report
 from conformance.profiles import Profile, ProfileError, load_profile, shipped_clients
+from conformance.report import ReportWriter
 from conformance.report.console import ConsoleReporter, make_console
-from conformance.report.json_report import chunks, client_report_json
+from conformance.report.json_report import client_report_json
 from conformance.report.scrub import Scrubber, scrub
 from conformance.runner.events import RunFinished
 from conformance.runner.results import CaseResult, Outcome
@@ -54,7 +55,7 @@ def add(verbs: Verbs) -> None:
     verb.add_argument("--jobs", type=positive, default=4, help="cases run at once (default 4)")
     verb.add_argument("--timeout", type=seconds, default=30.0,
                       help="seconds a case may take (default 30)")
-    verb.add_argument("--json", metavar="PATH", help="write the JSON report to PATH (- for stdout)")
+    report_flags(verb)
     verb.add_argument("--selftest", action="store_true",
                       help="instead: the client cases against the reference driver and each "
                            "of its faults (every case must fail under one)")
@@ -79,11 +80,22 @@ def clients_command(args: argparse.Namespace) -> Exit:
             profile = load_profile(args.profile, clients=True)
         except ProfileError as error:
             return fail(Exit.USAGE, f"--profile: {error}")
+    clash = stdout_clash(args)
+    if clash:
+        return fail(Exit.USAGE, clash)
     cases = chosen_cases(args, client=True)
     if not cases:
         return fail(Exit.USAGE, "no client case matches")
     if args.selftest:
+        if args.junit or args.html or args.markdown:
+            return fail(Exit.USAGE, "--junit, --html, --markdown: the selftest writes no "
+                                    "report (--json prints its result)")
         return _selftest(args, driver)
+    # a case for another transport is not this run's, as a case not selected is not
+    cases = [case for case in cases if args.transport in case.transports]
+    if not cases:
+        return fail(Exit.USAGE, "no client case chosen runs over "
+                                f"{TRANSPORT_NAMES[args.transport]}")
     run_id = secrets.token_hex(3)
     shown = Scrubber(None).text(driver)
     info = ClientInfo(driver=shown, transport=args.transport,
@@ -100,17 +112,20 @@ def clients_command(args: argparse.Namespace) -> Exit:
     if info.library:
         console.print(Text(f"client: {info.library} {info.version}", style="dim"))
     # the console shows what the report does: the run's passcode masked
-    ConsoleReporter(console).finish(RunFinished(scrub(results, None, passcode(run_id)),
-                                                duration, {}))
-    if args.json:
-        report = client_report_json(results, client=info.to_json(), duration=duration,
-                                    tool_version=__version__, passcodes=(passcode(run_id),))
+    ConsoleReporter(console, client=True).finish(
+        RunFinished(scrub(results, None, passcode(run_id)), duration, {}))
+    reports = ReportWriter(run_id=run_id, json_path=args.json, junit_path=args.junit,
+                           html_path=args.html, markdown_path=args.markdown,
+                           strict=args.strict)
+    if reports.wanted:
         try:
-            write_report(args.json, chunks(report))
+            reports.write(client_report_json(
+                results, client=info.to_json(), duration=duration, tool_version=__version__,
+                strict=args.strict, passcodes=(passcode(run_id),)))
         except OSError as error:
             return fail(Exit.USAGE, f"cannot write a report: {error}")
-        if args.json != STDOUT:
-            print(f"wrote {args.json}", file=sys.stderr)
+    for path in reports.written:
+        print(f"wrote {path}", file=sys.stderr)
     return _exit(results)
 
 

@@ -1,5 +1,6 @@
-"""`stomp-conformance compare`: JSON reports of several brokers (or runs) side by side, case
-run by case run, as Markdown (on stdout by default), HTML or JSON."""
+"""`stomp-conformance compare`: JSON reports of several brokers, or of several client
+libraries (or runs), side by side, case run by case run, as Markdown (on stdout by
+default), HTML or JSON."""
 
 from __future__ import annotations
 
@@ -17,17 +18,18 @@ from conformance.report.compare import compare, compare_html, compare_markdown, 
 
 def add(verbs: Verbs) -> None:
     matrix = verbs.add_parser(
-        "compare", help="compare JSON reports: brokers x case runs",
-        description="Compare JSON reports of several brokers (or runs) case run by case run. "
-                    "With none of --html, --markdown and --json, print the Markdown on stdout.")
+        "compare", help="compare JSON reports: brokers (or client libraries) x case runs",
+        description="Compare JSON reports of several brokers (of `run`), or of several client "
+                    "libraries (of `clients`), or runs, case run by case run. With none of "
+                    "--html, --markdown and --json, print the Markdown on stdout.")
     matrix.add_argument("reports", nargs="+", metavar="REPORT.json")
     matrix.add_argument("--html", metavar="PATH", help="write the HTML matrix to PATH")
     matrix.add_argument("--markdown", metavar="PATH", help="write the Markdown matrix to PATH")
     matrix.add_argument("--json", metavar="PATH",
-                        help="write the outcomes alone (broker x id@version) as JSON to PATH")
+                        help="write the outcomes alone (column x id@version) as JSON to PATH")
     matrix.add_argument("--not-run", metavar="NAME=REASON", type=_not_run, action="append",
-                        default=[], help="name a broker that could not be run, and why "
-                                         "(repeatable); the outputs say so")
+                        default=[], help="name a broker (or client) that could not be run, "
+                                         "and why (repeatable); the outputs say so")
     matrix.set_defaults(run=compare_command)
 
 
@@ -43,7 +45,10 @@ def compare_command(args: argparse.Namespace) -> Exit:
         reports = [load_report(path) for path in args.reports]
     except ReportFileError as error:
         return fail(Exit.USAGE, str(error))
-    matrix = compare(reports, args.reports, not_run=args.not_run)
+    try:
+        matrix = compare(reports, args.reports, not_run=args.not_run)
+    except ValueError as error:
+        return fail(Exit.USAGE, str(error))
     outputs: list[tuple[str | None, Callable[[], bytes]]] = [
         (args.html, lambda: compare_html(matrix).encode("utf-8")),
         (args.markdown, lambda: compare_markdown(matrix).encode("utf-8")),

@@ -1,6 +1,6 @@
 """The flags several verbs share, declared once with one help text each, and what the verbs
-read from them alike: the TLS options of an address, the broker a fuzzer may send to, and
-the cases a selection names."""
+read from them alike: the TLS options of an address, the broker a fuzzer may send to, the
+cases a selection names, and the report files of a run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from conformance.broker import BrokerConfig
 from conformance.cli.arguments import seconds
+from conformance.files import STDOUT
 from conformance.profiles import ProfileError, load_profile, shipped
 from conformance.scenario import Case, load_cases
 from conformance.spec.grammar import VERSIONS
@@ -173,3 +174,29 @@ def chosen_cases(args: argparse.Namespace, *, client: bool = False) -> list[Case
             continue
         chosen.append(case)
     return chosen
+
+
+# -- the reports ----------------------------------------------------------------------------
+
+#: The report files of a run (run, clients), each rendered from the JSON report's dict.
+REPORTS = ("json", "junit", "html", "markdown")
+
+
+def report_flags(verb: argparse.ArgumentParser) -> None:
+    """--json, --junit, --html and --markdown, each a PATH or - for standard output."""
+    verb.add_argument("--json", metavar="PATH", help="write the JSON report to PATH (- for stdout)")
+    verb.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH (- for stdout)")
+    verb.add_argument("--html", metavar="PATH",
+                      help="write the single-file HTML report to PATH (- for stdout)")
+    verb.add_argument("--markdown", metavar="PATH",
+                      help="write a Markdown summary (for a pull-request comment) to PATH "
+                           "(- for stdout)")
+
+
+def stdout_clash(args: argparse.Namespace) -> str | None:
+    """The usage error when more than one report goes to standard output (one stream
+    cannot hold two reports a reader could split), else None."""
+    to_stdout = [f"--{name}" for name in REPORTS if getattr(args, name) == STDOUT]
+    if len(to_stdout) < 2:
+        return None
+    return f"{', '.join(to_stdout)}: only one report can go to standard output (-)"

@@ -17,13 +17,15 @@ from conformance.cli.options import (
     Verbs,
     case_flags,
     chosen_cases,
+    report_flags,
     session_flags,
+    stdout_clash,
     tls_flags,
     tls_options,
     transport_flag,
     websocket_chosen,
 )
-from conformance.files import STDOUT, ReportFileError
+from conformance.files import ReportFileError
 from conformance.profiles import ProfileError, load_profile
 from conformance.report import ReportWriter
 from conformance.report.baseline import BaselineDiff, compare_baseline, load_report
@@ -56,17 +58,11 @@ def add(verbs: Verbs) -> None:
                           "16; a case keeps its first 256 KiB and last 64 KiB, and only its "
                           "first 16 KiB and last 4 KiB once the budget is spent)")
     tls_flags(run)
-    run.add_argument("--json", metavar="PATH", help="write the JSON report to PATH (- for stdout)")
-    run.add_argument("--junit", metavar="PATH", help="write JUnit XML to PATH (- for stdout)")
-    run.add_argument("--html", metavar="PATH",
-                     help="write the single-file HTML report to PATH (- for stdout)")
+    report_flags(run)
     run.add_argument("--history", metavar="PATH",
                      help="add trend, regression, flaky-case and fuzz-bug sections to the HTML "
                           "report from the report-data.json of `stomp-conformance pipeline` "
                           "(the file, or the pipeline's output folder)")
-    run.add_argument("--markdown", metavar="PATH",
-                     help="write a Markdown summary (for a pull-request comment) to PATH "
-                          "(- for stdout)")
     run.add_argument("--baseline", metavar="PATH",
                      help="an earlier JSON report: exit 1 only on regressions (cases that "
                           "passed there and fail now), and list new passes")
@@ -97,11 +93,9 @@ def run_command(args: argparse.Namespace) -> Exit:
         return fail(Exit.USAGE, f"no case chosen runs over {TRANSPORT_NAMES[transport]}")
     if args.history and not args.html:
         return fail(Exit.USAGE, "--history adds sections to the HTML report: give --html too")
-    to_stdout = [f"--{name}" for name in ("json", "junit", "html", "markdown")
-                 if getattr(args, name) == STDOUT]
-    if len(to_stdout) > 1:  # one stream cannot hold two reports a reader could split
-        return fail(Exit.USAGE, f"{', '.join(to_stdout)}: only one report can go to "
-                                "standard output (-)")
+    clash = stdout_clash(args)
+    if clash:
+        return fail(Exit.USAGE, clash)
     flag = "--baseline"
     try:  # both read before the run starts, so a bad file costs no run
         baseline = load_report(args.baseline) if args.baseline else None

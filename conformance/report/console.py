@@ -32,8 +32,9 @@ def make_console(*, stderr: bool = False) -> Console:
 
 
 class ConsoleReporter:
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, *, client: bool = False) -> None:
         self.console = console or make_console(stderr=True)
+        self.client = client  # the run judged a client library: its verdict says so
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[tally]}"),
                                  TimeElapsedColumn(), console=self.console, transient=True)
@@ -81,7 +82,8 @@ class ConsoleReporter:
         server = event.server.get("server")
         if server:
             self.console.print(Text(f"server: {server}", style="dim"))
-        certification = certify(results)  # the line every report opens with
+        # the line every report opens with
+        certification = certify(results, client=self.client)
         colour = {True: "bold green", False: "bold red", None: "bold yellow"}
         self.console.print(Text(certification.text, style=colour[certification.conforms]),
                            soft_wrap=True)

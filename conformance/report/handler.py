@@ -1,5 +1,6 @@
 """The reports as an engine handler: give it to Engine.run and the chosen files are written
-when the run finishes, from the same results the console shows."""
+when the run finishes, from the same results the console shows. A client run (which has no
+engine events) gives its JSON report's dict to `write`, the same path."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from conformance.wire.target import Target
 
 
 class ReportWriter:
-    """Writes a JSON report, JUnit XML, pipeline records, an HTML page and a Markdown
-    summary (each optional) on RunFinished; `written` lists the files in that order. A path
+    """Writes a JSON report, JUnit XML, an HTML page, a Markdown summary and pipeline
+    records (each optional) on RunFinished; `written` lists the files in that order. A path
     of `-` (not the records folder) is standard output, left out of `written`; give it to one
-    format only. The page and the summary are rendered from the JSON report's dict, as from
-    a saved one."""
+    format only. Every format but the records is rendered from the JSON report's dict, as
+    from a saved one."""
 
     def __init__(self, *, run_id: str, json_path: Path | str | None = None,
                  junit_path: Path | str | None = None, records_dir: Path | str | None = None,
@@ -47,20 +48,29 @@ class ReportWriter:
             self.finish(event, self.target)
 
     def finish(self, event: RunFinished, target: Target) -> None:
-        report: dict[str, Any] = {}
-        if any(p is not None for p in (self.json_path, self.html_path, self.markdown_path)):
-            # One dict for the three: scrubbing a run's transcripts is not free.
-            report = report_json(event.results, target=target, server=event.server,
-                                 duration=event.duration, tool_version=self.tool_version,
-                                 strict=self.strict, subprotocol=event.subprotocol)
-        if self.json_path is not None:
-            self._write(self.json_path, chunks(report))
-        if self.junit_path is not None:
-            self._write(self.junit_path, report_junit(event.results, target=target).encode())
+        if self.wanted:
+            # One dict for every format: scrubbing a run's transcripts is not free.
+            self.write(report_json(event.results, target=target, server=event.server,
+                                   duration=event.duration, tool_version=self.tool_version,
+                                   strict=self.strict, subprotocol=event.subprotocol))
         if self.records_dir is not None:
             self.written.append(write_records(
                 self.records_dir, event.results, target=target, run_id=self.run_id,
                 tool_version=self.tool_version, server=event.server.get("server")))
+
+    @property
+    def wanted(self) -> bool:
+        """Whether any format rendered from the JSON report's dict was asked for."""
+        return any(path is not None for path in (self.json_path, self.junit_path,
+                                                 self.html_path, self.markdown_path))
+
+    def write(self, report: dict[str, Any]) -> None:
+        """Each chosen format of `report`: the dict of report_json, or of client_report_json
+        for a client library's run."""
+        if self.json_path is not None:
+            self._write(self.json_path, chunks(report))
+        if self.junit_path is not None:
+            self._write(self.junit_path, report_junit(report).encode())
         if self.html_path is not None:
             self._write(self.html_path, render_html(report, history=self.history).encode())
         if self.markdown_path is not None:

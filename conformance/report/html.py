@@ -1,9 +1,9 @@
 """The single-file HTML report, rendered from the JSON report dict (so a saved report.json
 renders the same page). It needs no network: CSS and the filter script are inline.
 
-Everything the broker sent reaches the page through Jinja2's autoescaping, and the page's
-Content-Security-Policy lets only its own script run (by hash), so a `<script>` in an ERROR
-body is text twice over."""
+Everything the broker sent (or a client library reported) reaches the page through Jinja2's
+autoescaping, and the page's Content-Security-Policy lets only its own script run (by hash),
+so a `<script>` in an ERROR body is text twice over."""
 
 from __future__ import annotations
 
@@ -100,15 +100,15 @@ def stamp(when: datetime | None) -> str:
 
 def render_html(report: dict[str, Any], *, generated: datetime | None = None,
                 history: dict[str, Any] | None = None) -> str:
-    """The page for `report` (a dict from report_json, or a saved JSON report loaded), with
-    the history sections when given a loaded report-data.json."""
+    """The page for `report` (a dict from report_json or client_report_json, or a saved JSON
+    report loaded), with the history sections when given a loaded report-data.json."""
     bars = _bars(report)
     return render_page(
         "report.html.j2", report=report, generated=stamp(generated),
         level_lines=view.level_lines(report), counts=view.outcome_counts(report),
         verdict=view.verdict(report), bars=bars, areas=[bar["area"] for bar in bars],
         outcomes=view.OUTCOMES, marks=_MARKS, cases=[_case(c) for c in report["cases"]],
-        server=show_hidden(report["broker"]["server"] or ""),
+        subject=view.subject(report), show=show_hidden,
         history=history_view(history) if history is not None else None)
 
 

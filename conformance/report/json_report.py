@@ -67,11 +67,12 @@ def report_json(results: list[CaseResult], *, target: Target, server: dict[str, 
 
 
 def client_report_json(results: list[CaseResult], *, client: dict[str, Any],
-                       duration: float, tool_version: str,
+                       duration: float, tool_version: str, strict: bool = False,
                        passcodes: tuple[str, ...] = ()) -> dict[str, Any]:
     """The report of a client run: the broker report's shape with `client` (the driver
     command, the transport, the library and version its driver reported) in place of
-    `broker`; each of `passcodes` (and every passcode header) scrubbed out."""
+    `broker`; each of `passcodes` (and every passcode header) scrubbed out; `strict` as
+    for report_json (`clients --strict`)."""
     clean = results
     for passcode in passcodes or (None,):
         clean = scrub(clean, None, passcode)
@@ -80,7 +81,7 @@ def client_report_json(results: list[CaseResult], *, client: dict[str, Any],
     summary["duration_s"] = round(duration, 3)
     return {
         "schema_version": SCHEMA_VERSION,
-        "certification": certify(clean).to_json(),
+        "certification": certify(clean, strict=strict, client=True).to_json(),
         "tool": {"name": TOOL_NAME, "version": tool_version},
         "client": {**client,
                    "versions": sorted({r.version for r in clean if r.outcome not in NOT_RUN})},

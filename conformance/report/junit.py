@@ -1,7 +1,8 @@
 """JUnit XML, in the shape Jenkins' JUnit plugin (and GitLab, GitHub test reporters) read:
 one testsuite per spec area, one testcase per case and version. Failed and non-strict are
 failures, a harness error an error; informational and known deviations pass with a note in
-system-out, so that they show without failing a build.
+system-out, so that they show without failing a build. Rendered from the JSON report's dict,
+a broker's or a client's, as the other formats are (so a saved report renders the same).
 
 junit-xml builds the elements; their attributes are then cut to the lists of the xunit
 plugin's junit-10.xsd, which Jenkins validates against before reading a file (junit-xml's
@@ -11,18 +12,16 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from conformance.files import write_atomic
+from conformance.report import view
 from conformance.report.rendering import escape_text, render_transcript
-from conformance.report.scrub import scrub
-from conformance.runner.results import CaseResult, Outcome
+from conformance.runner.results import Outcome
 from conformance.spec import catalogue
-
-if TYPE_CHECKING:
-    from conformance.wire.target import Target
+from conformance.wire.transcript import Record
 
 #: the attributes junit-10.xsd allows on each element
 ALLOWED = {
@@ -41,62 +40,71 @@ def _line(text: str) -> str:
     return escape_text(" ".join(text.split()))
 
 
-def _statement(r: CaseResult) -> str:
-    return r.statement or (r.statements[0] if r.statements else "")
+def _statement(c: dict[str, Any]) -> str:
+    return str(c["statement"] or (c["statements"][0] if c["statements"] else ""))
 
 
-def _failure_text(r: CaseResult) -> str:
-    statement = _statement(r)
+def _failure_text(c: dict[str, Any]) -> str:
+    statement = _statement(c)
     known = catalogue()
     lines = [known[statement].quote if statement in known else f"(statement {statement!r} "
              "is not in the catalogue)"]
-    if r.expected or r.observed:
-        lines += [f"expected: {r.expected}", f"observed: {r.observed}"]
-    elif r.message:
-        lines.append(r.message)
-    if r.step_line:
-        lines.append(f"at {r.file or r.id}:{r.step_line}")
-    lines += [f"violation: {v}" for v in r.violations]
+    if c["expected"] or c["observed"]:
+        lines += [f"expected: {c['expected']}", f"observed: {c['observed']}"]
+    elif c["message"]:
+        lines.append(c["message"])
+    if c["step_line"]:
+        lines.append(f"at {c['file'] or c['id']}:{c['step_line']}")
+    lines += [f"violation: {v}" for v in c["violations"]]
     return escape_text("\n".join(lines))
 
 
-def _system_out(r: CaseResult) -> str | None:
+def _records(records: list[dict[str, Any]]) -> list[Record]:
+    """A report's transcript records (octets as latin-1 characters) as Records again."""
+    return [Record(r["t"], r["dir"], r["conn"], r.get("data", "").encode("latin-1"),
+                   r.get("note", "")) for r in records]
+
+
+def _system_out(c: dict[str, Any]) -> str | None:
     parts = []
-    if r.outcome in _NOTED:
-        note = r.deviation or r.message
-        parts.append(escape_text(_NOTED[r.outcome] + (f": {note}" if note else "")))
-    if r.transcript:
-        parts.append(render_transcript(r.transcript))
+    outcome = Outcome(c["outcome"])
+    if outcome in _NOTED:
+        note = c["deviation"] or c["message"]
+        parts.append(escape_text(_NOTED[outcome] + (f": {note}" if note else "")))
+    if c["transcript"]:
+        parts.append(render_transcript(_records(c["transcript"])))
     return "\n\n".join(parts) or None
 
 
-def _case(r: CaseResult) -> TestCase:
-    case = TestCase(f"{r.id} [STOMP {r.version}]", classname=f"stomp.{r.area}",
+def _case(c: dict[str, Any]) -> TestCase:
+    outcome = Outcome(c["outcome"])
+    case = TestCase(f"{c['id']} [STOMP {c['version']}]", classname=f"stomp.{c['area']}",
                     # Whole milliseconds: junit-xml writes a suite's total with str(), which
                     # gives an exponent (no xs:decimal, some readers refuse it) below 0.0001.
                     # No file or line attributes: Jenkins' schema for testcase has none; the
                     # failure text names the YAML file and line instead.
-                    elapsed_sec=round(r.duration_ms / 1000, 3), stdout=_system_out(r))
-    if r.outcome in (Outcome.FAILED, Outcome.NON_STRICT):
-        case.add_failure_info(message=_line(f"{_statement(r)}: {r.message}"),
-                              output=_failure_text(r), failure_type=r.outcome.value)
-    elif r.outcome == Outcome.ERROR:
-        case.add_error_info(message=_line(r.message or "the case could not run"),
-                            output=escape_text(r.message) or None, error_type="error")
-    elif r.outcome in (Outcome.SKIPPED, Outcome.UNSUPPORTED):
-        case.add_skipped_info(message=_line(f"{r.outcome.value}: {r.message}"
-                                            if r.message else r.outcome.value))
+                    elapsed_sec=round(c["duration_ms"] / 1000, 3), stdout=_system_out(c))
+    if outcome in (Outcome.FAILED, Outcome.NON_STRICT):
+        case.add_failure_info(message=_line(f"{_statement(c)}: {c['message']}"),
+                              output=_failure_text(c), failure_type=outcome.value)
+    elif outcome == Outcome.ERROR:
+        case.add_error_info(message=_line(c["message"] or "the case could not run"),
+                            output=escape_text(c["message"]) or None, error_type="error")
+    elif outcome in (Outcome.SKIPPED, Outcome.UNSUPPORTED):
+        case.add_skipped_info(message=_line(f"{outcome.value}: {c['message']}"
+                                            if c["message"] else outcome.value))
     return case
 
 
-def report_junit(results: list[CaseResult], *, target: Target) -> str:
-    """The JUnit XML document, with the target's passcode scrubbed out."""
-    clean = scrub(results, target)
-    areas: dict[str, list[CaseResult]] = {}
-    for r in clean:
-        areas.setdefault(r.area, []).append(r)
-    properties = {"broker": target.address.display, "profile": target.profile.name}
-    suites = [TestSuite(area, [_case(r) for r in cases], properties=properties)
+def report_junit(report: dict[str, Any]) -> str:
+    """The JUnit XML document of `report` (a dict from report_json or client_report_json,
+    scrubbed already, or a saved JSON report loaded); each suite's properties name what the
+    report judges, as the HTML page's header does."""
+    areas: dict[str, list[dict[str, Any]]] = {}
+    for c in report["cases"]:
+        areas.setdefault(c["area"], []).append(c)
+    properties = {label: escape_text(value) for label, value in view.subject(report).meta}
+    suites = [TestSuite(area, [_case(c) for c in cases], properties=properties)
               for area, cases in sorted(areas.items())]
     # junit-xml also drops the octets XML 1.0 cannot carry: start from its flat text
     root = ET.fromstring(to_xml_report_string(suites, prettyprint=False, encoding="utf-8"))
@@ -114,6 +122,6 @@ def report_junit(results: list[CaseResult], *, target: Target) -> str:
         + "\n"
 
 
-def write_junit(path: Path | str, results: list[CaseResult], *, target: Target) -> None:
-    """Write the JUnit XML of `results` to `path` atomically."""
-    write_atomic(Path(path), report_junit(results, target=target).encode("utf-8"))
+def write_junit(path: Path | str, report: dict[str, Any]) -> None:
+    """Write the JUnit XML of `report` to `path` atomically."""
+    write_atomic(Path(path), report_junit(report).encode("utf-8"))

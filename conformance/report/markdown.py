@@ -2,9 +2,9 @@
 first, the level line of each version, the outcome counts, and a table of the case runs that
 did not pass. `fit` keeps a document within GitHub's comment limit, whatever the broker sent.
 
-Broker text lands in table cells, so it goes through `cell`: one line, hidden characters
-shown, every Markdown and HTML character that could end the cell, start a tag or a link,
-or mention someone made inert."""
+Broker text (and what a client library reported) lands in table cells, so it goes through
+`cell`: one line, hidden characters shown, every Markdown and HTML character that could end
+the cell, start a tag or a link, or mention someone made inert."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from conformance.runner.results import SEVERITY, Outcome
 ROWS = 50
 #: Characters of a message in that table.
 MESSAGE = 120
-#: Characters of the server header, the profile and the URL in a summary.
+#: Characters of the server header, the profile, the URL, a client's library and its driver
+#: command in a summary.
 HEADER = 200
 #: GitHub refuses a comment body longer than this many characters.
 COMMENT_LIMIT = 65_536
@@ -88,15 +89,16 @@ def _not_passing(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    """The summary of `report` (a dict from report_json, or a saved JSON report loaded)."""
-    broker, summary = report["broker"], report["summary"]
-    server = f" \u00b7 server {code(view.one_line(broker['server'], limit=HEADER))}" \
-        if broker["server"] else ""
+    """The summary of `report` (a dict from report_json or client_report_json, or a saved
+    JSON report loaded)."""
+    subject, summary = view.subject(report), report["summary"]
+    brief = "".join(f" \u00b7 {label} {code(view.one_line(value, limit=HEADER))}"
+                    for label, value in subject.brief)
     # The certification line first: what a reader of the comment wants before anything.
     lines = [f"**{cell(view.verdict(report)[1])}**", "",
-             f"### STOMP conformance: {cell(broker['profile'], limit=HEADER)} at "
-             f"{cell(broker['url'], limit=HEADER)}", "",
-             f"{cell(report['tool']['name'])} {cell(report['tool']['version'])}{server} \u00b7 "
+             f"### {subject.heading}: {cell(subject.name, limit=HEADER)} {subject.joiner} "
+             f"{cell(subject.place, limit=HEADER)}", "",
+             f"{cell(report['tool']['name'])} {cell(report['tool']['version'])}{brief} \u00b7 "
              f"{summary['total']} case runs in {summary['duration_s']:.1f} s", ""]
     lines += [f"- {line}" for line in view.level_lines(report)]
     counts = [f"{SYMBOLS[o]} {n}" for o, n in view.outcome_counts(report).items() if n]

@@ -5,7 +5,8 @@ all print the line this module makes, from live results or from a saved report's
 A profile's known deviation is a failure here, with or without `--strict`: declaring a
 failure does not make it conform. `--strict` changes the grades and so the exit code; the
 line stays the same for the same broker behaviour in both modes (see `certify` for the one
-exception), and says how many of its failures are declared."""
+exception), and says how many of its failures are declared. A client library's line says
+so (`conforms to STOMP 1.2 as a client`): its MUSTs are the spec's client statements."""
 
 from __future__ import annotations
 
@@ -59,9 +60,10 @@ def _versions(versions: Iterable[str]) -> str:
     return f"STOMP {listed}"
 
 
-def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *,
-            strict: bool = False) -> Certification:
-    """The verdict on `runs` (CaseResults, or the `cases` of a JSON report)."""
+def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *, strict: bool = False,
+            client: bool = False) -> Certification:
+    """The verdict on `runs` (CaseResults, or the `cases` of a JSON report); `client`: the
+    runs judged a client library."""
     versions: set[str] = set()
     must_ran = must_failed = declared = should = errors = 0
     for version, level, outcome, deviation in map(_read, runs):
@@ -81,10 +83,11 @@ def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *,
         elif outcome in (Outcome.NON_STRICT, Outcome.KNOWN_DEVIATION):
             should += 1
     ungraded = f"{_runs(errors)} could not be graded"
+    party = " as a client" if client else ""
     conforms: bool | None
     if must_failed:
         conforms = False
-        text = f"does not conform: {_runs(must_failed, 'MUST')} failed"
+        text = f"does not conform{party}: {_runs(must_failed, 'MUST')} failed"
         if declared == must_failed == 1:
             text += ", a known deviation"
         elif declared:
@@ -93,12 +96,12 @@ def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *,
         if errors:
             text += f"; {ungraded}"
     elif errors:
-        conforms, text = None, f"inconclusive: {ungraded}"
+        conforms, text = None, f"inconclusive{party}: {ungraded}"
     elif not must_ran:
-        conforms, text = None, "inconclusive: no MUST case ran"
+        conforms, text = None, f"inconclusive{party}: no MUST case ran"
     else:
         conforms = True
-        text = f"conforms to {_versions(versions)}: every MUST passed"
+        text = f"conforms to {_versions(versions)}{party}: every MUST passed"
         if should:
             text += f", {should} SHOULD not met"
     return Certification(strict, conforms, text, must_failed, declared, should, errors)
@@ -108,4 +111,4 @@ def report_certification(report: Mapping[str, Any]) -> Certification:
     """The verdict of a JSON report (a live one or a saved one, which may predate the
     `certification` field), from its cases, so that no format can say something else."""
     strict = bool(report.get("certification", {}).get("strict", False))
-    return certify(report["cases"], strict=strict)
+    return certify(report["cases"], strict=strict, client="client" in report)

@@ -1,6 +1,7 @@
-"""What the pages and summaries (HTML, Markdown, compare) read off a JSON report dict: the
-level line of each version, outcome counts overall and per area, the verdict, statement
-texts. Plain text only: each format escapes it its own way."""
+"""What the pages and summaries (HTML, Markdown, JUnit, compare) read off a JSON report dict:
+who the report judges (a broker, or a client library), the level line of each version,
+outcome counts overall and per area, the verdict, statement texts. Plain text only: each
+format escapes it its own way."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from conformance.report.rendering import show_hidden
 from conformance.report.verdict import report_certification
+from conformance.scenario.model import TRANSPORT_NAMES
 from conformance.spec import catalogue
 
 #: Outcomes in the order every page lists them: best first, then the graded failures, then
@@ -16,6 +18,78 @@ from conformance.spec import catalogue
 OUTCOMES = ("passed", "failed", "non-strict", "known-deviation", "informational",
             "unsupported", "error", "skipped")
 LEVELS = ("must", "should", "may")
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """Who a report judges, as every format names it."""
+
+    #: "broker", or "client" for a client library's run (`stomp-conformance clients`)
+    party: str
+    #: the title's parts: "rabbitmq" "at" "127.0.0.1:61613", "stomp.py 9.0.0" "over"
+    #: "WebSocket (ws)"
+    name: str
+    joiner: str
+    place: str
+    #: (label, value) pairs: the page's meta block and JUnit's properties
+    meta: tuple[tuple[str, str], ...]
+    #: of those, what a summary's one line adds to its title (Markdown)
+    brief: tuple[tuple[str, str], ...]
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} {self.joiner} {self.place}"
+
+    @property
+    def heading(self) -> str:
+        return heading(self.party)
+
+
+def party(report: dict[str, Any]) -> str:
+    """"client" for a client run's report, else "broker"."""
+    return "client" if "client" in report else "broker"
+
+
+def heading(party: str) -> str:
+    """'STOMP conformance' for a broker, 'STOMP client conformance' for a client."""
+    return "STOMP client conformance" if party == "client" else "STOMP conformance"
+
+
+def library(client: dict[str, Any]) -> str:
+    """'stomp.py 9.0.0': the library and version a client report's driver named."""
+    named = " ".join(str(part) for part in (client["library"], client["version"]) if part)
+    return named or "(the driver named no library)"
+
+
+def transport_name(transport: str) -> str:
+    """'WebSocket (ws)', 'TCP (tcp)'."""
+    return f"{TRANSPORT_NAMES.get(transport, transport)} ({transport})"
+
+
+def subject(report: dict[str, Any]) -> Subject:
+    if party(report) == "client":
+        client = report["client"]
+        offered = [f"{v}: offered {', '.join(ws['offered']) or 'none'}, "
+                   f"{'accepted ' + ws['accepted'] if ws['accepted'] else 'refused'}"
+                   for v, ws in sorted(client.get("websocket", {}).items())]
+        profile = client.get("profile") or "(none)"
+        return Subject(
+            "client", library(client), "over", transport_name(client["transport"]),
+            (("client", library(client)), ("driver", client["driver"]),
+             ("transport", transport_name(client["transport"])), ("profile", profile),
+             ("versions", ", ".join(client["versions"]) or "none ran"),
+             *((("subprotocols", "; ".join(offered)),) if offered else ())),
+            (("driver", client["driver"]),
+             *((("profile", client["profile"]),) if client.get("profile") else ())))
+    broker = report["broker"]
+    server = broker["server"] or ""
+    return Subject(
+        "broker", broker["profile"], "at", broker["url"],
+        (("broker", broker["url"]), ("profile", broker["profile"]),
+         ("server", server or "(no server header)"),
+         ("versions", ", ".join(broker["versions"]) or "none negotiated"),
+         *((("subprotocol", broker["subprotocol"]),) if "subprotocol" in broker else ())),
+        (("server", server),) if server else ())
 
 
 def level_line(version: str, levels: dict[str, dict[str, int]]) -> str:

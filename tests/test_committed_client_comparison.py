@@ -1,0 +1,74 @@
+"""reports/clients-comparison.* (written by `reports/refresh clients`) is the comparison of
+the current client catalogue: every client case run of it over the column's transport, no
+other, for each driver of drivers/shipped.yaml (the reference driver first) over each
+transport its library speaks, graded with its client profile; none is missing, since every
+shipped driver runs on the machine that refreshes it. When this fails, run
+`reports/refresh clients` and commit what it writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from helpers import check_comparison_files
+
+from conformance.cli.options import default_cases
+from conformance.scenario import load_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+STALE = ("reports/clients-comparison.json is stale: run `reports/refresh clients` and commit "
+         "what it writes")
+
+
+def committed() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        (ROOT / "reports" / "clients-comparison.json").read_text("utf-8"))
+    return data
+
+
+def catalogue_runs(transport: str) -> set[str]:
+    """`id@version` of every case run of the shipped client catalogue over `transport`."""
+    return {f"{case.id}@{version}" for case in load_cases([default_cases()], client=True)
+            if transport in case.transports for version in case.versions}
+
+
+def test_every_client_has_every_case_run_of_the_client_catalogue() -> None:
+    expected = {transport: catalogue_runs(transport) for transport in ("tcp", "ws")}
+    assert expected["tcp"] and expected["ws"] - expected["tcp"]  # the ws-only cases
+    clients = committed()["clients"]
+    assert clients, STALE
+    for client in clients:
+        runs, want = set(client["outcomes"]), expected[client["transport"]]
+        assert runs == want, (
+            f"{STALE}: {client['name']}: missing {sorted(want - runs)[:10]}, "
+            f"no longer in the catalogue {sorted(runs - want)[:10]}")
+
+
+def test_the_clients_are_the_shipped_drivers() -> None:
+    data = committed()
+    shipped = yaml.safe_load((ROOT / "drivers" / "shipped.yaml").read_text("utf-8"))
+    # a column per driver and transport, in drivers/shipped.yaml's order, named for its
+    # profile (the reference driver, which has none: for its library), with the transport
+    # where the library speaks two, its driver the shipped script
+    expected, scripts = [], []
+    for entry in shipped:
+        name = entry.get("profile") or entry["library"]
+        for transport in entry["transports"]:
+            expected.append((f"{name} ({transport})" if len(entry["transports"]) > 1 else name,
+                             entry.get("profile"), entry["library"], transport))
+            scripts.append(f"drivers/{entry['script']}" if "script" in entry
+                           else "-m conformance.clients.driver")
+    clients = data["clients"]
+    assert [(c["name"], c["profile"], c["library"], c["transport"]) for c in clients] \
+        == expected, STALE
+    assert all(c["driver"].endswith(script) for c, script in zip(clients, scripts, strict=True))
+    assert expected[0][2] == "stomp-conformance reference driver"
+    # A driver that would not run is a comparison to redo, not one to commit.
+    assert data["not_run"] == {}, f"{STALE}: not run: {data['not_run']}"
+
+
+def test_the_markdown_and_page_are_of_the_same_comparison() -> None:
+    runs = len(catalogue_runs("tcp") | catalogue_runs("ws"))  # the union: rows
+    check_comparison_files("clients-comparison", "clients", runs)
