@@ -11,6 +11,7 @@ Inputs: the leading bytes are choices (see each target), the rest is the data.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 
 from conformance.codec import (
     Event,
@@ -57,6 +58,10 @@ PLANTS = {
     "base-ids": "the validator cites every rule by its STOMP 1.2 id, whatever the version",
 }
 
+#: The limits of a parse that does not choose the small ones (built once: Limits checks
+#: its fields).
+_LIMITS = Limits()
+
 #: The limits an `unbounded` parser runs with.
 _UNBOUNDED = Limits(max_headers=10**6, max_header_line=10**9, max_body=10**9, max_frame=10**9)
 
@@ -72,21 +77,27 @@ def check(condition: bool, message: str) -> None:
 
 
 # -- the parser -----------------------------------------------------------------------------
+#
+# These run for every input (tens of thousands a second under atheris): every check is a
+# plain comparison, and a message is built only when a check fails.
 
-class _LoneEolBug(Parser):
-    """The `lone-eol` plant: a parser that loses an EOL read on its own."""
+def _same_event(a: Event, b: Event) -> bool:
+    """Everything two events say is the same: offsets, contents, and the statement and
+    offset of each violation (not its wording)."""
+    if a.offset != b.offset:
+        return False
+    if isinstance(a, Heartbeat):
+        return isinstance(b, Heartbeat) and a.eol == b.eol
+    if not (isinstance(b, Frame) and a.size == b.size and a.command == b.command
+            and a.headers == b.headers and a.body == b.body):
+        return False
+    found, other = a.violations, b.violations
+    return len(found) == len(other) and all(v.statement == w.statement and v.offset == w.offset
+                                            for v, w in zip(found, other, strict=True))
 
-    def feed(self, data: bytes) -> list[Event]:
-        events = super().feed(data)
-        return [] if data == b"\n" else events
 
-
-def _key(event: Event) -> tuple[object, ...]:
-    """Everything an event says, for comparing two readings of one stream."""
-    if isinstance(event, Heartbeat):
-        return ("heartbeat", event.offset, event.eol)
-    return ("frame", event.command, tuple(event.headers), event.body, event.offset,
-            event.size, tuple((v.statement, v.offset) for v in event.violations))
+def _same_events(first: Sequence[Event], second: Sequence[Event]) -> bool:
+    return len(first) == len(second) and all(map(_same_event, first, second))
 
 
 def _error_key(error: StompError | None) -> tuple[object, ...] | None:
@@ -104,19 +115,17 @@ class Reading:
         self.events = events
         self.error = error
 
-    def keys(self) -> list[tuple[object, ...]]:
-        return [_key(event) for event in self.events]
-
 
 def read(stream: bytes, sizes: Sequence[int], *, version: Version, strict: bool,
-         limits: Limits, plant: str | None = None) -> Reading:
-    """Feed `stream` in reads of `sizes`, each used once, then the rest in one read, then
-    `eof`, checking after each read that memory stays bounded and the offsets account for
-    every byte."""
-    parser = (_LoneEolBug if plant == "lone-eol" else Parser)(
-        version=version, strict=strict, limits=_UNBOUNDED if plant == "unbounded" else limits)
+         limits: Limits, plant: str | None = None, parser: type[Parser] = Parser) -> Reading:
+    """Feed `stream` to a `parser` in reads of `sizes`, each used once, then the rest in one
+    read, then `eof`, checking after each read that memory stays bounded and the offsets
+    account for every byte."""
+    reader = parser(version=version, strict=strict,
+                    limits=_UNBOUNDED if plant == "unbounded" else limits)
+    lone_eol = plant == "lone-eol"  # the plant: a heart-beat EOL read on its own is lost
     events: list[Event] = []
-    feed = parser.feed
+    feed = reader.feed
     pos = count = 0
     total = len(stream)
     reads = len(sizes)
@@ -127,14 +136,15 @@ def read(stream: bytes, sizes: Sequence[int], *, version: Version, strict: bool,
             count += 1
             size = len(chunk)
             pos += size
-            events += feed(chunk)
-            # Checked on every read; the messages are built only when a check fails.
-            buffered = parser.buffered
-            if buffered > most or parser.offset + buffered != pos:
-                _check_read(parser, size, pos, most)
-        parser.eof()
+            found = feed(chunk)
+            if found and not (lone_eol and chunk == b"\n"):
+                events += found
+            buffered = reader.buffered
+            if buffered > most or reader.offset + buffered != pos:
+                _check_read(reader, size, pos, most)
+        reader.eof()
     except StompError as error:
-        events += getattr(error, "events", [])
+        events += getattr(error, "events", ())
         return Reading(events, error)
     return Reading(events, None)
 
@@ -147,50 +157,66 @@ def _check_read(parser: Parser, size: int, fed: int, most: int) -> None:
           f"offset {parser.offset} + buffered {parser.buffered} != {fed} octets fed")
 
 
+@cache
+def _covering(version: Version) -> frozenset[str]:
+    """The statements of the catalogue that cover `version`."""
+    return frozenset(s.id for s in catalogue() if version in s.versions)
+
+
 def _check_statement(statement: str | None, version: Version, what: str,
                      citer: object) -> None:
     """A cited statement exists and binds the version it was cited for. `what` and
-    `citer` say who cited it, formatted only if it does not: this runs for every
-    violation of every input."""
-    known = catalogue()
-    if statement is not None and statement in known and version in known[statement].versions:
+    `citer` say who cited it, formatted only if it does not."""
+    if statement in _covering(version):
         return
     raise InvariantBroken(f"{what} {citer} cites {statement!r}, which "
-                          + ("is not in statements.yaml" if statement not in known else
+                          + ("is not in statements.yaml" if statement not in catalogue() else
                              f"does not cover STOMP {version}"))
 
 
-def _check_reading(stream: bytes, reading: Reading, version: Version) -> None:
-    """Offsets rise, each event covers its own octets, every citation is real."""
+def _check_reading(stream: bytes, reading: Reading, version: Version, *,
+                   events: bool = True) -> None:
+    """Offsets rise, each event covers its own octets, every citation is real. With
+    `events` false, only the error: the events are checked as equal to another reading's."""
     end = 0
-    for event in reading.events:
-        check(event.offset >= end, f"event at {event.offset} overlaps the one ending at {end}")
+    covering = _covering(version)
+    for event in reading.events if events else reading.events[-1:]:  # the last: where it ends
+        offset = event.offset
+        if offset < end:
+            raise InvariantBroken(f"event at {offset} overlaps the one ending at {end}")
         if isinstance(event, Heartbeat):
-            end = event.offset + len(event.eol)
-            check(stream[event.offset:end] == event.eol,
-                  f"heart-beat at {event.offset} is not {event.eol!r} in the stream")
+            end = offset + len(event.eol)
+            if stream[offset:end] != event.eol:
+                raise InvariantBroken(f"heart-beat at {offset} is not {event.eol!r} in the "
+                                      "stream")
         else:
-            end = event.offset + event.size
-            check(event.size > 0 and stream[end - 1:end] == b"\x00",
-                  f"frame at {event.offset} of size {event.size} does not end on a NUL")
+            end = offset + event.size
+            if event.size <= 0 or end > len(stream) or stream[end - 1] != 0:
+                raise InvariantBroken(f"frame at {offset} of size {event.size} does not end "
+                                      "on a NUL")
             for violation in event.violations:
-                _check_statement(violation.statement, version, "violation", violation)
+                if violation.statement not in covering:
+                    _check_statement(violation.statement, version, "violation", violation)
     error = reading.error
     if isinstance(error, ProtocolViolation):
         _check_statement(error.statement, version, "error", error)
-        check(error.offset is not None and end <= error.offset <= len(stream),
-              f"error offset {error.offset} outside the unread part {end}..{len(stream)}")
+        if error.offset is None or not end <= error.offset <= len(stream):
+            raise InvariantBroken(f"error offset {error.offset} outside the unread part "
+                                  f"{end}..{len(stream)}")
 
 
-def _same(first: Reading, second: Reading, what: str) -> None:
-    check(first.keys() == second.keys(), f"{what}: different events")
+def _same(first: Reading, second: Reading, what: Callable[[], str]) -> None:
+    """Two readings give the same events and the same error; `what` names them."""
+    if not _same_events(first.events, second.events):
+        raise InvariantBroken(f"{what()}: different events")
     a, b = first.error, second.error
     if isinstance(a, LimitExceeded) or isinstance(b, LimitExceeded):
         # A limit may be hit while a frame is still arriving, before the rule the whole
         # frame would break is seen: which error comes first may differ, not that one does.
-        check((a is None) == (b is None), f"{what}: {a!r} against {b!r}")
-    else:
-        check(_error_key(a) == _error_key(b), f"{what}: {a!r} against {b!r}")
+        if (a is None) != (b is None):
+            raise InvariantBroken(f"{what()}: {a!r} against {b!r}")
+    elif _error_key(a) != _error_key(b):
+        raise InvariantBroken(f"{what()}: {a!r} against {b!r}")
 
 
 def parse_input(data: bytes) -> tuple[Version, bool, Limits, list[int], bytes]:
@@ -202,47 +228,55 @@ def parse_input(data: bytes) -> tuple[Version, bool, Limits, list[int], bytes]:
     config = draw.byte()
     version = VERSIONS[config % 3]
     strict = config // 3 % 2 == 0
-    limits = SMALL_LIMITS if config // 6 % 2 == 0 else Limits()
+    limits = SMALL_LIMITS if config // 6 % 2 == 0 else _LIMITS
     sizes = [draw.byte() + 1 for _ in range(draw.byte() % 8)]
     return version, strict, limits, sizes, draw.rest()
 
 
-def parse_target(data: bytes, *, plant: str | None = None) -> None:
+def parse_target(data: bytes, *, plant: str | None = None,
+                 traced: type[Parser] = Parser) -> None:
     """Parse one stream whole in observing mode and in reads chosen by the input in the
     mode it chooses: an observing chunked reading must give the same events and error, a
     strict one must stop at the first violation the observing reading records. A whole
     strict reading is one of the choices (no read sizes), so two parses per input check
     what three would.
 
+    The chunked reading runs `traced`, the parser under coverage (fuzz/parser.py passes an
+    instrumented copy): every path of the whole reading is one of its choices too (observing,
+    no read sizes), so the whole one runs the parser as installed, pure or compiled.
+
     Input: see `parse_input`."""
     version, strict, limits, sizes, stream = parse_input(data)
     whole = read(stream, (), version=version, strict=False, limits=limits, plant=plant)
-    chunked = read(stream, sizes, version=version, strict=strict, limits=limits, plant=plant)
+    chunked = read(stream, sizes, version=version, strict=strict, limits=limits, plant=plant,
+                   parser=traced)
     _check_reading(stream, whole, version)
-    _check_reading(stream, chunked, version)
+    _check_reading(stream, chunked, version, events=False)  # its events are compared below
     if strict:
-        _check_strict_stops_first(chunked, whole, f"strict reads of {sizes}")
+        _check_strict_stops_first(chunked, whole, lambda: f"strict reads of {sizes}")
     else:
-        _same(whole, chunked, f"reads of {sizes} against one read")
+        _same(whole, chunked, lambda: f"reads of {sizes} against one read")
 
 
-def _check_strict_stops_first(strict: Reading, observing: Reading, what: str) -> None:
+def _check_strict_stops_first(strict: Reading, observing: Reading,
+                              what: Callable[[], str]) -> None:
     """The observing parser records what the strict one raises, and nothing before it."""
     error = strict.error
-    keys, seen = strict.keys(), observing.keys()
     if not isinstance(error, ProtocolViolation):  # no frame broke a rule: a plain reading
         _same(observing, strict, what)
         return
-    check(seen[:len(keys)] == keys, f"{what}: different events before its error")
-    if len(observing.events) > len(keys):
-        frame = observing.events[len(keys)]
+    count = len(strict.events)
+    if not _same_events(observing.events[:count], strict.events):
+        raise InvariantBroken(f"{what()}: different events before its error")
+    if len(observing.events) > count:
+        frame = observing.events[count]
         first = frame.violations[0] if isinstance(frame, Frame) and frame.violations else None
-        check(first is not None and (first.statement, first.offset)
-              == (error.statement, error.offset),
-              f"strict raised {error!r}; observing recorded {first!r} first")
-    else:
-        check(observing.error is not None,
-              f"strict raised {error!r}; observing ended cleanly without that frame")
+        if first is None or (first.statement, first.offset) != (error.statement, error.offset):
+            raise InvariantBroken(f"{what()}: strict raised {error!r}; observing recorded "
+                                  f"{first!r} first")
+    elif observing.error is None:
+        raise InvariantBroken(f"{what()}: strict raised {error!r}; observing ended cleanly "
+                              "without that frame")
 
 
 # -- encode then parse ----------------------------------------------------------------------
@@ -300,9 +334,11 @@ def roundtrip_target(data: bytes, *, plant: str | None = None) -> None:
     try:
         wire = write(frame, version=version, content_length=content_length, eol=eol)
     except LocalProtocolError as error:
-        check(refusal is not None, f"encode refused {frame!r} in {version}: {error}")
+        if refusal is None:
+            raise InvariantBroken(f"encode refused {frame!r} in {version}: {error}") from error
         return
-    check(refusal is None, f"encode wrote {frame!r} in {version} despite {refusal}")
+    if refusal is not None:
+        raise InvariantBroken(f"encode wrote {frame!r} in {version} despite {refusal}")
     if content_length or (content_length is None and body):
         frame.headers.append(("content-length", str(len(body))))
     try:
@@ -310,9 +346,9 @@ def roundtrip_target(data: bytes, *, plant: str | None = None) -> None:
     except StompError as error:
         raise InvariantBroken(f"encode wrote {wire!r} for {frame!r} in {version}; the "
                               f"parser refuses it: {error}") from error
-    check(len(events) == 1 and isinstance(events[0], Frame) and events[0] == frame
-          and events[0].size == len(wire),
-          f"{frame!r} in {version} came back as {events!r} from {wire!r}")
+    if not (len(events) == 1 and isinstance(events[0], Frame) and events[0] == frame
+            and events[0].size == len(wire)):
+        raise InvariantBroken(f"{frame!r} in {version} came back as {events!r} from {wire!r}")
 
 
 # -- the validator ----------------------------------------------------------------------------
@@ -344,7 +380,8 @@ def validator_target(data: bytes, *, plant: str | None = None) -> None:
             if plant == "base-ids":
                 found = _base_ids(found)
             for violation in found:
-                check(isinstance(violation, Violation), f"{violation!r} is not a Violation")
+                if not isinstance(violation, Violation):
+                    raise InvariantBroken(f"{violation!r} is not a Violation")
                 _check_statement(violation.statement, version, "the validator's", violation)
 
 
