@@ -19,7 +19,7 @@ import _harness  # noqa: E402
 
 def load(traced: dict[str, ModuleType]) -> Callable[[bytes], None]:
     from conformance.codec import StompError
-    from conformance.fuzz.parsing.targets import parse_input
+    from conformance.fuzz.parsing.readings import parse_input
 
     parser = traced["conformance.codec.parser"].Parser
 

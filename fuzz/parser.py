@@ -1,5 +1,5 @@
 """atheris harness for the parser: any bytes, read whole and in reads the input chooses, in
-each version and mode. Invariants (conformance.fuzz.parsing.targets.parse_target): only
+each version and mode. Invariants (conformance.fuzz.parsing.readings.parse_target): only
 StompError escapes; the same events and error for any chunking; what the parser keeps
 after a read stays within max_frame; offsets rise and cover every octet; strict stops at
 the first violation observing records; every cited statement exists and covers the
@@ -23,7 +23,7 @@ import _harness
 
 
 def load(traced: dict[str, ModuleType]) -> Callable[[bytes], None]:
-    from conformance.fuzz.parsing.targets import parse_target
+    from conformance.fuzz.parsing.readings import parse_target
 
     return functools.partial(parse_target, plant=_harness.plant(),
                              traced=traced["conformance.codec.parser"].Parser)

@@ -50,7 +50,8 @@ def test_the_wheel_holds_compiled_modules(site: Path) -> None:
     assert compiled == {"conformance.codec.events", "conformance.codec.escaping",
                         "conformance.codec.encoder", "conformance.codec.parser",
                         "conformance.broker.destinations", "conformance.broker.outgoing",
-                        "conformance.broker.protocol", "conformance.broker.session"}
+                        "conformance.broker.protocol", "conformance.broker.session",
+                        "conformance.fuzz.parsing.draw", "conformance.fuzz.parsing.readings"}
     loaded = compiled_run(site, "-c", "import conformance.broker.session as m; print(m.__file__)")
     assert loaded.stdout.strip().endswith(".so"), loaded.stdout + loaded.stderr
 
