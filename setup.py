@@ -1,6 +1,8 @@
 """The build is pure Python unless STOMP_CONFORMANCE_MYPYC=1: then mypyc compiles the modules
 every message of the reference broker passes through (about twice its messages per second,
-see benchmarks/broker.py). That needs a C compiler and Python's headers; pip fetches mypy.
+see benchmarks/broker.py), and the parser fuzz target's own work (fuzz/parser.py runs it for
+every input; benchmarks/fuzz.py). That needs a C compiler and Python's headers; pip fetches
+mypy.
 
     STOMP_CONFORMANCE_MYPYC=1 pip install .
 
@@ -22,6 +24,9 @@ COMPILED = [
     "conformance/broker/outgoing.py",
     "conformance/broker/protocol.py",
     "conformance/broker/session.py",
+    # the parser fuzz target's readings and checks (the parser it traces is a Python copy)
+    "conformance/fuzz/parsing/draw.py",
+    "conformance/fuzz/parsing/readings.py",
 ]
 
 # Every folder is a package to setuptools, data folders too: listed whole, none is dropped

@@ -1,7 +1,7 @@
-"""The ceiling of any parser harness under atheris: the parser instrumented as fuzz/parser.py
-instruments it, one observing parse of that harness's stream per input, no check.
-benchmarks/fuzz.py runs it beside the real harnesses, to tell the parser's own cost under
-instrumentation from what a harness adds.
+"""The floor of any parser harness's cost under atheris (the ceiling of its rate): the parser
+traced as fuzz/parser.py traces it, one observing parse of that harness's stream per input,
+no check. benchmarks/fuzz.py runs it beside the real harnesses, to tell the traced parser's
+own cost from what a harness adds.
 
     python benchmarks/atheris_bare.py [libFuzzer flags] [corpus dirs]
 """
@@ -11,21 +11,24 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
 import _harness  # noqa: E402
 
 
-def load() -> Callable[[bytes], None]:
-    from conformance.codec import Parser, StompError
-    from conformance.fuzz.parsing.targets import parse_input
+def load(traced: dict[str, ModuleType]) -> Callable[[bytes], None]:
+    from conformance.codec import StompError
+    from conformance.fuzz.parsing.readings import parse_input
+
+    parser = traced["conformance.codec.parser"].Parser
 
     def parse(data: bytes) -> None:
         version, _, limits, _, stream = parse_input(data)  # the parser harness's input
-        parser = Parser(version=version, strict=False, limits=limits)
+        reader = parser(version=version, strict=False, limits=limits)
         try:
-            parser.feed(stream)
-            parser.eof()
+            reader.feed(stream)
+            reader.eof()
         except StompError:
             pass
 
@@ -33,4 +36,4 @@ def load() -> Callable[[bytes], None]:
 
 
 if __name__ == "__main__":
-    _harness.main(load)
+    _harness.main(load, copies=True)

@@ -1,10 +1,13 @@
-"""What the atheris harnesses in fuzz/ share: the code under test is instrumented as it is
-imported (so coverage guides the mutations), the STOMP dictionary and a length cap are
-added unless the command line gives its own, then libFuzzer takes over.
+"""What the atheris harnesses in fuzz/ share: the modules coverage needs are traced (compiled
+from their Python source with atheris's instrumentation), the STOMP dictionary and a length
+cap are added unless the command line gives its own, then libFuzzer takes over.
 
-Only the code under test is instrumented: the codec (and, for the differential target,
-the peers' parsers). The targets' own checks and the statement catalogue are imported
-plainly, so their branches neither slow every execution nor count as coverage.
+Only the modules a harness names are traced, each compiled from its `.py` source: the rest of
+the codec, the targets' own checks and the statement catalogue run as installed, so their
+branches neither slow every execution nor count as coverage. The package is the one
+installed, pure Python or the mypyc build (STOMP_CONFORMANCE_MYPYC=1, setup.py), whose
+compiled modules atheris could not trace; this working tree when none is. The first line
+a harness prints says which (`INFO: codec ...`).
 
 `python fuzz/NAME.py [libFuzzer flags] [corpus dirs]` fuzzes; `python fuzz/NAME.py FILE`
 runs one input once (the replay of a finding). libFuzzer writes the inputs it keeps into
@@ -14,15 +17,21 @@ the first corpus directory: give a scratch one first to leave the seeds as they 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import CodeType, ModuleType
 
 import atheris  # type: ignore[import-untyped]
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # the working tree's conformance, installed or not
+if importlib.util.find_spec("conformance") is None:  # not installed: this working tree
+    sys.path.insert(0, str(HERE.parent))
 
 #: Flags added unless given: the dictionary, and inputs short enough to keep the rate up
 #: (every rule of the grammar fits in a few hundred octets; the targets' small limits too).
@@ -32,9 +41,11 @@ DEFAULT_FLAGS = {"-dict": str(HERE / "stomp.dict"), "-max_len": "2048"}
 #: for the tests that show a harness can fail, never for a real campaign.
 PLANT_VARIABLE = "STOMP_FUZZ_PLANT"
 
-#: Imported before instrumentation starts, so they stay plain: the package, the
-#: statement catalogue (YAML loading) and the grammar tables.
-PLAIN = ("conformance", "conformance.spec", "conformance.spec.grammar")
+#: The parser's modules: what every codec harness traces.
+PARSER = ("conformance.codec.commandline", "conformance.codec.escaping",
+          "conformance.codec.parser")
+
+Load = Callable[[dict[str, ModuleType]], Callable[[bytes], None]]
 
 
 def plant() -> str | None:
@@ -47,17 +58,92 @@ def plant() -> str | None:
     return name
 
 
-def main(load: Callable[[], Callable[[bytes], None]], *,
-         instrument: Sequence[str] = ("conformance.codec",),
+class _TracingLoader(importlib.machinery.SourceFileLoader):
+    """Loads a module from its source with atheris's instrumentation."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        code = super().get_code(fullname)
+        assert code is not None  # a source file always has code
+        return atheris.patch_code(code, True)  # type: ignore[no-any-return]
+
+
+class _SourceTracer(importlib.abc.MetaPathFinder):
+    """Finds the modules named in their `.py` source (beside a compiled one too), traced."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = frozenset(names)
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.names:
+            return None
+        found = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if found is None or found.origin is None:
+            return None
+        source = Path(found.origin)
+        if source.suffix != ".py":  # an extension module: its source sits beside it
+            source = source.with_name(fullname.rpartition(".")[2] + ".py")
+            if not source.is_file():
+                sys.exit(f"{fullname} is compiled and its source is not beside it: "
+                         "atheris cannot trace it")
+        return importlib.util.spec_from_file_location(
+            fullname, source, loader=_TracingLoader(fullname, str(source)),
+            submodule_search_locations=found.submodule_search_locations)
+
+
+@contextmanager
+def _tracing(names: Sequence[str]) -> Iterator[None]:
+    finder = _SourceTracer(names)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def _traced_copies(names: Sequence[str]) -> dict[str, ModuleType]:
+    """Traced copies of the modules `names`, which import each other; the installed modules
+    stay in place for everything else."""
+    saved = {name: importlib.import_module(name) for name in names}
+    for name in names:
+        del sys.modules[name]
+    try:
+        with _tracing(names):
+            return {name: importlib.import_module(name) for name in names}
+    finally:
+        for name, module in saved.items():  # and the package's attribute, the import's too
+            sys.modules[name] = module
+            package, _, child = name.rpartition(".")
+            setattr(sys.modules[package], child, module)
+
+
+def installed() -> tuple[str, Path]:
+    """How the codec is installed ("compiled (mypyc)" or "pure Python"), and where: read
+    off its folder, before anything imports it."""
+    import conformance
+
+    codec = Path(conformance.__file__ or "").parent / "codec"
+    compiled = any((codec / f"parser{suffix}").is_file()
+                   for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+    return "compiled (mypyc)" if compiled else "pure Python", codec.parent
+
+
+def main(load: Load, *, trace: Sequence[str] = PARSER, copies: bool = False,
          argv: Sequence[str] | None = None) -> None:
-    """Import the `instrument` modules (and what they import) under instrumentation, then
-    the target with `load`, then fuzz it (or replay the files named on the command line)."""
-    for name in PLAIN:
-        importlib.import_module(name)
-    with atheris.instrument_imports(include=[name.split(".")[0] for name in instrument]):
-        for name in instrument:
-            importlib.import_module(name)
-    target = load()
+    """Trace the modules `trace`, load the target with `load`, then fuzz it (or replay the
+    files named on the command line). The traced modules replace the installed ones, or
+    with `copies` sit beside them, which keep serving everything else: `load` gets them
+    by name and its target runs them where it wants coverage."""
+    build, folder = installed()
+    if copies:
+        traced = _traced_copies(trace)
+    else:
+        with _tracing(trace):
+            traced = {name: importlib.import_module(name) for name in trace}
+    target = load(traced)
+    print(f"INFO: codec {build} ({folder}); traced from source"
+          f"{', beside the installed modules' if copies else ''}: {', '.join(trace)}",
+          file=sys.stderr, flush=True)
     args = list(sys.argv if argv is None else argv)
     for flag, value in DEFAULT_FLAGS.items():
         if not any(arg.startswith(flag + "=") for arg in args[1:]):

@@ -11,7 +11,8 @@ seen. --classify runs no fuzzer: it classifies every input of the corpus directo
 fuzzing run's grown corpus) and writes every class with its count and shortest example,
 as JSON Lines (--report) and a Markdown table (--markdown, else on stdout).
 
-The peers are instrumented too, so coverage of their parsers also guides the search.
+Our parser and the peers' parsing modules are traced, so coverage of their parsers guides
+the search.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import _harness
 
@@ -40,13 +42,14 @@ def options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     return ours, rest
 
 
-def load(report: str | None) -> Callable[[], Callable[[bytes], None]]:
-    def target() -> Callable[[bytes], None]:
-        from conformance.fuzz.parsing.differential import Example, Tally, differential_target
-        from conformance.fuzz.parsing.peers import read_stompest, read_stomppy
+#: The peers' modules that split and parse frames: traced with our parser.
+PEERS = ("stomp.transport", "stomp.utils", "stompest.protocol.parser")
 
-        read_stomppy(b"")  # import the peers now, plainly: only their parsers are traced
-        read_stompest(b"", "1.2")
+
+def load(report: str | None) -> _harness.Load:
+    def target(traced: dict[str, ModuleType]) -> Callable[[bytes], None]:
+        from conformance.fuzz.parsing.differential import Example, Tally, differential_target
+
         if report is None:
             return differential_target
 
@@ -93,6 +96,4 @@ if __name__ == "__main__":
     if "classify" in flags:
         classify(rest[1:], flags.get("report"), flags.get("markdown"))
     else:
-        _harness.main(load(flags.get("report")), argv=rest,
-                      instrument=("conformance.codec", "stomp.transport", "stomp.utils",
-                                  "stompest.protocol.parser"))
+        _harness.main(load(flags.get("report")), argv=rest, trace=(*_harness.PARSER, *PEERS))

@@ -4,8 +4,8 @@ frames the spec names (undefined escape, wrong content-length, missing NUL, ...)
 
     python fuzz/make_corpus.py
 
-Each seed starts with the choices its target reads first (conformance.fuzz.parsing.targets
-and conformance.fuzz.parsing.differential describe them). The output is deterministic; files are
+Each seed starts with the choices its target reads first (conformance.fuzz.parsing.readings,
+.targets and .differential describe them). The output is deterministic; files are
 written, never deleted, so regression inputs added by hand stay.
 """
 
@@ -95,7 +95,7 @@ def broken_streams() -> Iterator[tuple[str, bytes]]:
     yield "bad-utf8", encode_raw("SEND", [(b"k", b"\xff\xfe")])
     yield "no-blank-line", b"SEND\ndestination:/q\x00"
     yield "cr-in-command", b"SEND\r\n\r\n\x00"
-    # Past the parser target's small limits (conformance.fuzz.parsing.targets.SMALL_LIMITS).
+    # Past the parser target's small limits (conformance.fuzz.parsing.readings.SMALL_LIMITS).
     yield "endless-body", b"SEND\ndestination:/q\n\n" + b"x" * 200
     yield "endless-headers", b"SEND\n" + b"k:v\n" * 60
     yield "endless-line", b"SEND\nk:" + b"v" * 200

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,8 @@ def test_the_wheel_holds_compiled_modules(site: Path) -> None:
     assert compiled == {"conformance.codec.events", "conformance.codec.escaping",
                         "conformance.codec.encoder", "conformance.codec.parser",
                         "conformance.broker.destinations", "conformance.broker.outgoing",
-                        "conformance.broker.protocol", "conformance.broker.session"}
+                        "conformance.broker.protocol", "conformance.broker.session",
+                        "conformance.fuzz.parsing.draw", "conformance.fuzz.parsing.readings"}
     loaded = compiled_run(site, "-c", "import conformance.broker.session as m; print(m.__file__)")
     assert loaded.stdout.strip().endswith(".so"), loaded.stdout + loaded.stderr
 
@@ -78,3 +80,20 @@ def test_codec_and_broker_tests_pass_on_the_compiled_package(site: Path) -> None
                         *(str(ROOT / test) for test in TESTS))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout
+
+
+@pytest.mark.parametrize("harness", ["parser", "roundtrip"])
+def test_the_atheris_harnesses_run_the_compiled_codec_and_trace_its_source(
+        site: Path, harness: str, tmp_path: Path) -> None:
+    # The parser harness's reference reading runs the compiled parser, its traced reading a
+    # copy compiled from the source beside it; the others trace the modules they need.
+    done = compiled_run(site, str(ROOT / "fuzz" / f"{harness}.py"), "-runs=2000",
+                        f"-artifact_prefix={tmp_path}/", str(tmp_path),
+                        str(ROOT / "fuzz" / "corpus" / harness))
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = re.search(r"^INFO: codec (.*) \((.*)\); traced from source(.*)$", done.stderr, re.M)
+    assert said is not None, done.stderr[-3000:]
+    assert said.group(1) == "compiled (mypyc)" and said.group(2) == str(site / "conformance")
+    assert ("beside the installed modules" in said.group(3)) == (harness == "parser")
+    cov = re.search(r"DONE\s+cov: (\d+)", done.stderr)
+    assert cov is not None and int(cov.group(1)) > 100, done.stderr[-3000:]

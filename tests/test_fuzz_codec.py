@@ -65,6 +65,9 @@ def test_the_parser_harness_prints_libfuzzer_stats_for_a_timed_run(tmp_path: Pat
     done = re.search(r"#(\d+)\s+DONE\s+cov: (\d+) .* exec/s: (\d+)", result.stdout)
     assert done is not None, result.stdout[-3000:]
     assert int(done.group(1)) > 0 and int(done.group(2)) > 0
+    # ... and which codec it ran (the mypyc build's run: tests/test_compiled.py).
+    assert re.search(r"^INFO: codec pure Python \(.*\); traced from source, beside the "
+                     r"installed modules: .*conformance\.codec\.parser", result.stdout, re.M)
 
 
 @pytest.mark.parametrize("plant", sorted(PLANTED))

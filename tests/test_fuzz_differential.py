@@ -46,6 +46,9 @@ KNOWN: list[tuple[bytes, Version, str, str, Side, str | None]] = [
     # stomp.py misses a blank line written LF then CR LF, and keeps a CR of an EOL.
     (b"SEND\r\nk:v\n\r\nbody\x00", "1.2", "stomp.py", "lf-crlf-blank-line", Side.OURS,
      "frames.eol-cr-optional"),
+    # ... and reads on into the body, where a content-length line makes it wait for more
+    (b"SEND\nk:\n\r\nbody\ncontent-length:5\n\n\x00", "1.2", "stomp.py",
+     "lf-crlf-blank-line", Side.OURS, "frames.eol-cr-optional"),
     (b"SEND\r\n\n\x00", "1.2", "stomp.py", "cr-of-eol-kept", Side.OURS,
      "frames.eol-cr-optional"),
     (b"SEND\nk:v\r\n\n\x00", "1.2", "stomp.py", "cr-of-eol-kept", Side.OURS,

@@ -27,6 +27,7 @@ from conformance.codec import (
     Limits,
     Parser,
     StompError,
+    Violation,
     encode,
     encode_raw,
 )
@@ -229,6 +230,32 @@ def test_observing_mode_records_the_violation_and_goes_on(data: bytes, statement
     frames = [e for e in events if isinstance(e, Frame)]
     assert statement in [v.statement for v in frames[0].violations]
     assert frames[-1].command == "RECEIPT" and frames[-1].violations == []
+
+
+@pytest.mark.parametrize(("data", "statement"), [(m[1], m[3]) for m in MALFORMED],
+                         ids=[m[0] for m in MALFORMED])
+def test_an_observed_violation_reads_as_the_strict_error(data: bytes, statement: str) -> None:
+    # Observing, the message is formatted only when read: it must read as strict's error.
+    with pytest.raises(StompError) as caught:
+        Parser().feed(data)
+    (frame, *_) = Parser(strict=False).feed(data)
+    assert isinstance(frame, Frame)
+    first = frame.violations[0]
+    assert (first.statement, first.offset) == (statement, caught.value.offset)
+    assert (first.message, str(first)) == (caught.value.message, str(caught.value))
+    assert first == Violation(first.statement, caught.value.message, first.offset)
+
+
+def test_a_violation_formats_its_message_when_read() -> None:
+    lazy = Violation("frames.command-grammar", "unknown command {!r}", 3, ("FOO",))
+    eager = Violation("frames.command-grammar", "unknown command 'FOO'", 3)
+    assert lazy.message == "unknown command 'FOO'" and lazy == eager
+    assert hash(lazy) == hash(eager) and len({lazy, eager}) == 1
+    assert str(lazy) == "unknown command 'FOO' at byte 3 [frames.command-grammar]"
+    assert repr(lazy) == ("Violation(statement='frames.command-grammar', "
+                          "message=\"unknown command 'FOO'\", offset=3)")
+    assert str(Violation("s", "m")) == "m [s]"  # no offset
+    assert lazy != Violation("frames.command-grammar", "unknown command 'FOO'", 4)
 
 
 def test_each_malformed_header_line_is_cited_at_its_own_offset() -> None:

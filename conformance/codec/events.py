@@ -3,28 +3,68 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
 class Violation:
-    """A broken statement recorded by an observing parser or by the validator."""
+    """A broken statement recorded by an observing parser or by the validator.
 
-    statement: str
-    message: str
-    offset: int | None = None
+    The message is formatted when it is read (`message`, `str`, `repr`): an observing
+    parser records every violation of every frame, and most are only counted or graded by
+    statement. `Violation(statement, template, offset, args)` keeps `template` and `args`
+    for `template.format(*args)`; with no `args` the message is `template` as it is."""
+
+    __slots__ = ("statement", "offset", "_text", "_args")
+
+    def __init__(self, statement: str, message: str, offset: int | None = None,
+                 args: tuple[object, ...] = ()) -> None:
+        self.statement = statement
+        self.offset = offset
+        self._text = message
+        self._args = args
+
+    @property
+    def message(self) -> str:
+        if self._args:
+            self._text, self._args = self._text.format(*self._args), ()
+        return self._text
 
     def __str__(self) -> str:
         where = f" at byte {self.offset}" if self.offset is not None else ""
         return f"{self.message}{where} [{self.statement}]"
 
+    def __repr__(self) -> str:
+        return (f"Violation(statement={self.statement!r}, message={self.message!r}, "
+                f"offset={self.offset!r})")
 
-@dataclass(frozen=True, slots=True)
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Violation):
+            return NotImplemented
+        return ((self.statement, self.offset, self.message)
+                == (other.statement, other.offset, other.message))
+
+    def __hash__(self) -> int:
+        return hash((self.statement, self.offset, self.message))
+
+
 class Heartbeat:
     """An EOL between frames: a heart-beat, or the optional EOLs after a frame's NUL."""
 
-    offset: int = -1
-    eol: bytes = b"\n"
+    __slots__ = ("offset", "eol")
+
+    def __init__(self, offset: int = -1, eol: bytes = b"\n") -> None:
+        self.offset = offset
+        self.eol = eol
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Heartbeat):
+            return NotImplemented
+        return (self.offset, self.eol) == (other.offset, other.eol)
+
+    def __hash__(self) -> int:
+        return hash((self.offset, self.eol))
+
+    def __repr__(self) -> str:
+        return f"Heartbeat(offset={self.offset!r}, eol={self.eol!r})"
 
 
 class Frame:

@@ -31,12 +31,16 @@ stricter peer parser takes the letter of the spec instead):
 
 from __future__ import annotations
 
+from itertools import accumulate, count
+from operator import add
+
 from conformance.codec.commandline import COMMAND_LINES, command_fault
 from conformance.codec.errors import (
     BodyNotAllowed,
     BodyTooLarge,
     ContentLengthError,
     EncodingError,
+    EscapeError,
     FrameTooLarge,
     FramingError,
     HeaderCountExceeded,
@@ -44,7 +48,7 @@ from conformance.codec.errors import (
     ProtocolViolation,
     StompError,
 )
-from conformance.codec.escaping import unescape
+from conformance.codec.escaping import UNDEFINED_ESCAPE, try_unescape
 from conformance.codec.events import Event, Frame, Heartbeat, Violation
 from conformance.codec.limits import Limits
 from conformance.spec import statement_id
@@ -57,6 +61,8 @@ from conformance.spec.grammar import (
     VERSIONS,
     Version,
 )
+
+_DEFAULT_LIMITS = Limits()  # of a parser given none (frozen: one for all)
 
 
 class _Head:
@@ -85,7 +91,7 @@ class Parser:
         #: False reads every body up to its first NUL, as a peer that ignores content-length
         #: would: the reference broker's `ignore-content-length` fault.
         self.content_length = content_length
-        self.limits = limits or Limits()
+        self.limits = limits or _DEFAULT_LIMITS
         limits = self.limits  # read on every frame: kept as plain ints
         self._max_frame, self._max_body = limits.max_frame, limits.max_body
         self._max_line, self._max_headers = limits.max_header_line, limits.max_headers
@@ -176,12 +182,14 @@ class Parser:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _violate(self, found: list[Violation], kind: type[ProtocolViolation], statement: str,
-                 message: str, at: int) -> None:
-        statement = statement_id(statement, self._version)
+    def _violate(self, found: list[Violation], kind: type[ProtocolViolation], rule: str,
+                 message: str, at: int, args: tuple[object, ...] = ()) -> None:
+        """Strict: raise `kind`. Observing: record it, formatting `message` with `args` later."""
+        statement = statement_id(rule, self._version)
         if self.strict:
-            raise kind(message, statement=statement, offset=self._base + at)
-        found.append(Violation(statement, message, self._base + at))
+            raise kind(message.format(*args) if args else message, statement=statement,
+                       offset=self._base + at)
+        found.append(Violation(statement, message, self._base + at, args))
 
     def _parse(self, out: list[Event]) -> None:
         buf = self._buf
@@ -205,7 +213,7 @@ class Parser:
                     else:
                         break
                 self._pos = pos
-                if pos >= n or (buf[pos] == 13 and pos + 1 >= n):
+                if pos >= n - 1 and (pos >= n or buf[pos] == 13):  # nothing, or a CR alone
                     self._scan = pos
                     return
                 parsed = self._read_head(pos, n)
@@ -250,8 +258,8 @@ class Parser:
             frame.notes = notes
         if body and command not in BODY_COMMANDS and self._version != "1.0":
             self._violate(violations, BodyNotAllowed, "body.forbidden-frames",
-                          f"a {command} frame must not have a body ({len(body)} octets)",
-                          body_start)
+                          "a {} frame must not have a body ({} octets)", body_start,
+                          (command, len(body)))
         return frame
 
     def _read_head(self, pos: int, n: int) -> Frame | _Head | None:
@@ -325,8 +333,8 @@ class Parser:
                 length = digits
             else:
                 self._violate(violations, ContentLengthError, "content-length.read-octets",
-                              f"content-length {length[:40]!r} is not an octet count",
-                              body_start)
+                              "content-length {!r} is not an octet count", body_start,
+                              (length[:40],))
                 length = None
         if length is not None:
             if len(length) > 18:  # int() raises ValueError past 4,300 digits
@@ -366,20 +374,21 @@ class Parser:
                               "CR inside a header line", starts[index])
             if not colon or not name or (escaping and ":" in value):
                 self._violate(violations, FramingError, "frames.header-grammar",
-                              f"unescaped ':' in the value of header {name!r}" if colon and name
-                              else f"header line {line[:40]!r} is not name:value",
-                              starts[index])
+                              "unescaped ':' in the value of header {!r}" if colon and name
+                              else "header line {!r} is not name:value", starts[index],
+                              (name,) if colon and name else (line[:40],))
             if escaping and "\\" in line:
-                at = self._base + starts[index]
+                # An undefined escape leaves its text as sent (and the value, after a name).
+                at = starts[index]
                 value_at = at + len(name.encode()) + 1  # after the name as sent, and ':'
-                try:
-                    name = unescape(name, self._version, offset=at)
-                    value = unescape(value, self._version, offset=value_at)
-                except ProtocolViolation as error:
-                    if self.strict:
-                        raise
-                    violations.append(Violation(error.statement or "", error.message,
-                                                error.offset))
+                name, undefined = try_unescape(name, self._version)
+                if undefined is None:
+                    at = value_at
+                    value, undefined = try_unescape(value, self._version)
+                if undefined is not None:
+                    self._violate(violations, EscapeError,
+                                  "value-encoding.undefined-escape-fatal", UNDEFINED_ESCAPE,
+                                  at + undefined[0], (undefined[1], self._version))
             if name == "content-length" and length is None and self.content_length:
                 length = value
             headers.append((name, value))
@@ -396,7 +405,7 @@ class Parser:
             if shown is None:
                 shown = self._buf[pos:at + 1].decode("utf-8", "replace")
             self._violate(violations, FramingError, "frames.command-grammar",
-                          f"unknown command {shown[:40]!r}", at)
+                          "unknown command {!r}", at, (shown[:40],))
         return at
 
     def _bad_utf8(self, violations: list[Violation], at: int, header: bool) -> None:
@@ -485,8 +494,8 @@ class Parser:
             if buf[stop] == 0:
                 return stop
             self._violate(head.violations, ContentLengthError, "content-length.nul-terminated",
-                          f"octet 0x{buf[stop]:02x} where the NUL must follow the "
-                          f"{head.length} octets of content-length", stop)
+                          "octet 0x{:02x} where the NUL must follow the {} octets of "
+                          "content-length", stop, (buf[stop], head.length))
             # Observing: take the body up to the next NUL, as without content-length.
             head.length = None
             self._scan = stop
@@ -506,9 +515,6 @@ class Parser:
 
 
 def _line_starts(block: bytearray, at: int) -> list[int]:
-    """Buffer indexes of the lines of a header block that starts at index `at`."""
-    starts = []
-    for line in block.split(b"\n"):
-        starts.append(at)
-        at += len(line) + 1
-    return starts
+    """Buffer indexes of the lines of a header block that starts at index `at` (and one past
+    its end): `at`, plus the lengths of the lines before and the LF after each."""
+    return list(map(add, accumulate(map(len, block.split(b"\n")), initial=at), count()))

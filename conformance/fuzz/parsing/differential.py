@@ -261,6 +261,8 @@ Classified = tuple[str, Side, str | None, str]
 
 def _classify(case: _Case, mine: Seen | None, other: Seen | None) -> Classified:
     classified = _nul_in_head(case) or _eols_before_frame(case) or _crlf_between_frames(case)
+    if classified is None and mine is not None:  # it reads on: another frame, or waits
+        classified = _lf_crlf_blank_line(case)
     if classified is not None:
         return classified
     if case.ours.error is not None and mine is None:
@@ -441,15 +443,17 @@ def _header_map(entries: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ..
     return tuple(sorted(found.items()))
 
 
-def _frames_differ(case: _Case, mine: Seen, other: Seen) -> Classified:
-    v = case.version
-    raw = case.raw
-    head = _head(raw, v)
-    if v == "1.2" and raw[len(head):].startswith(b"\n\r\n"):
+def _lf_crlf_blank_line(case: _Case) -> Classified | None:
+    """The peer missed the blank line of a 1.2 frame whose headers end at LF CR LF."""
+    if case.version == "1.2" and case.raw[len(_head(case.raw, "1.2")):].startswith(b"\n\r\n"):
         return ("lf-crlf-blank-line", Side.OURS, case.cite("frames.eol-cr-optional"),
                 "misses the end of the headers at LF CR LF (an EOL, then a CR LF EOL: the "
                 "blank line), looking only for LF LF and CR LF CR LF")
-    if v == "1.2" and other.command == mine.command + "\r" and mine.body == other.body:
+    return None
+
+
+def _frames_differ(case: _Case, mine: Seen, other: Seen) -> Classified:
+    if case.version == "1.2" and other.command == mine.command + "\r" and mine.body == other.body:
         return ("cr-of-eol-kept", Side.OURS, case.cite("frames.eol-cr-optional"),
                 "keeps the CR of the CR LF that ends the command line when a bare LF "
                 "follows (1.2: EOL is an optional CR then LF)")

@@ -1,4 +1,5 @@
-"""Fuzz targets for the codec: each takes one input and raises if an invariant breaks.
+"""Fuzz targets for the codec: each takes one input and raises if an invariant breaks (the
+parser's, the busiest, is in readings.py).
 
 The atheris harnesses in fuzz/ call these with coverage feedback; the tests and the
 benchmark call them plainly. A target raises `InvariantBroken` for a broken invariant;
@@ -10,17 +11,12 @@ Inputs: the leading bytes are choices (see each target), the rest is the data.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from conformance.codec import (
-    Event,
     Frame,
-    Heartbeat,
-    LimitExceeded,
-    Limits,
     LocalProtocolError,
     Parser,
-    ProtocolViolation,
     StompError,
     Violation,
     encode,
@@ -28,7 +24,7 @@ from conformance.codec import (
     validate_server_frame,
 )
 from conformance.fuzz.parsing.draw import Draw
-from conformance.spec import catalogue
+from conformance.fuzz.parsing.readings import InvariantBroken, check_statement, parse_target
 from conformance.spec.grammar import (
     ACK_MODES,
     BODY_COMMANDS,
@@ -40,14 +36,6 @@ from conformance.spec.grammar import (
     Version,
 )
 
-
-class InvariantBroken(Exception):
-    """The codec broke one of its stated invariants on a fuzz input."""
-
-
-#: Limits small enough that short inputs reach every one of them.
-SMALL_LIMITS = Limits(max_headers=4, max_header_line=48, max_body=64, max_frame=160)
-
 #: Test-only faults a target can plant in the code under test, to show that its checks
 #: fire (a harness that cannot fail proves nothing). Name -> what it breaks.
 PLANTS = {
@@ -57,192 +45,10 @@ PLANTS = {
     "base-ids": "the validator cites every rule by its STOMP 1.2 id, whatever the version",
 }
 
-#: The limits an `unbounded` parser runs with.
-_UNBOUNDED = Limits(max_headers=10**6, max_header_line=10**9, max_body=10**9, max_frame=10**9)
-
 _COMMANDS = sorted(COMMANDS)
 _OFFERS: tuple[tuple[str, ...] | None, ...] = (
     None, ("1.0",), ("1.1",), ("1.2",), ("1.1", "1.2"), ("1.0", "1.1", "1.2"))
 _ACK_MODES = sorted(ACK_MODES["1.2"])
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise InvariantBroken(message)
-
-
-# -- the parser -----------------------------------------------------------------------------
-
-class _LoneEolBug(Parser):
-    """The `lone-eol` plant: a parser that loses an EOL read on its own."""
-
-    def feed(self, data: bytes) -> list[Event]:
-        events = super().feed(data)
-        return [] if data == b"\n" else events
-
-
-def _key(event: Event) -> tuple[object, ...]:
-    """Everything an event says, for comparing two readings of one stream."""
-    if isinstance(event, Heartbeat):
-        return ("heartbeat", event.offset, event.eol)
-    return ("frame", event.command, tuple(event.headers), event.body, event.offset,
-            event.size, tuple((v.statement, v.offset) for v in event.violations))
-
-
-def _error_key(error: StompError | None) -> tuple[object, ...] | None:
-    if error is None:
-        return None
-    return (type(error).__name__, error.statement, error.offset)
-
-
-class Reading:
-    """One parse of a stream: its events and the error that ended it, if any."""
-
-    __slots__ = ("events", "error")
-
-    def __init__(self, events: list[Event], error: StompError | None) -> None:
-        self.events = events
-        self.error = error
-
-    def keys(self) -> list[tuple[object, ...]]:
-        return [_key(event) for event in self.events]
-
-
-def read(stream: bytes, sizes: Sequence[int], *, version: Version, strict: bool,
-         limits: Limits, plant: str | None = None) -> Reading:
-    """Feed `stream` in reads of `sizes`, each used once, then the rest in one read, then
-    `eof`, checking after each read that memory stays bounded and the offsets account for
-    every byte."""
-    parser = (_LoneEolBug if plant == "lone-eol" else Parser)(
-        version=version, strict=strict, limits=_UNBOUNDED if plant == "unbounded" else limits)
-    events: list[Event] = []
-    feed = parser.feed
-    pos = count = 0
-    total = len(stream)
-    reads = len(sizes)
-    most = limits.max_frame
-    try:
-        while pos < total:
-            chunk = stream[pos:pos + sizes[count]] if count < reads else stream[pos:]
-            count += 1
-            size = len(chunk)
-            pos += size
-            events += feed(chunk)
-            # Checked on every read; the messages are built only when a check fails.
-            buffered = parser.buffered
-            if buffered > most or parser.offset + buffered != pos:
-                _check_read(parser, size, pos, most)
-        parser.eof()
-    except StompError as error:
-        events += getattr(error, "events", [])
-        return Reading(events, error)
-    return Reading(events, None)
-
-
-def _check_read(parser: Parser, size: int, fed: int, most: int) -> None:
-    """Fail with what went wrong after a read: memory, or octets unaccounted for."""
-    check(parser.buffered <= most,
-          f"{parser.buffered} octets kept after a read of {size}, over max_frame {most}")
-    check(parser.offset + parser.buffered == fed,
-          f"offset {parser.offset} + buffered {parser.buffered} != {fed} octets fed")
-
-
-def _check_statement(statement: str | None, version: Version, what: str,
-                     citer: object) -> None:
-    """A cited statement exists and binds the version it was cited for. `what` and
-    `citer` say who cited it, formatted only if it does not: this runs for every
-    violation of every input."""
-    known = catalogue()
-    if statement is not None and statement in known and version in known[statement].versions:
-        return
-    raise InvariantBroken(f"{what} {citer} cites {statement!r}, which "
-                          + ("is not in statements.yaml" if statement not in known else
-                             f"does not cover STOMP {version}"))
-
-
-def _check_reading(stream: bytes, reading: Reading, version: Version) -> None:
-    """Offsets rise, each event covers its own octets, every citation is real."""
-    end = 0
-    for event in reading.events:
-        check(event.offset >= end, f"event at {event.offset} overlaps the one ending at {end}")
-        if isinstance(event, Heartbeat):
-            end = event.offset + len(event.eol)
-            check(stream[event.offset:end] == event.eol,
-                  f"heart-beat at {event.offset} is not {event.eol!r} in the stream")
-        else:
-            end = event.offset + event.size
-            check(event.size > 0 and stream[end - 1:end] == b"\x00",
-                  f"frame at {event.offset} of size {event.size} does not end on a NUL")
-            for violation in event.violations:
-                _check_statement(violation.statement, version, "violation", violation)
-    error = reading.error
-    if isinstance(error, ProtocolViolation):
-        _check_statement(error.statement, version, "error", error)
-        check(error.offset is not None and end <= error.offset <= len(stream),
-              f"error offset {error.offset} outside the unread part {end}..{len(stream)}")
-
-
-def _same(first: Reading, second: Reading, what: str) -> None:
-    check(first.keys() == second.keys(), f"{what}: different events")
-    a, b = first.error, second.error
-    if isinstance(a, LimitExceeded) or isinstance(b, LimitExceeded):
-        # A limit may be hit while a frame is still arriving, before the rule the whole
-        # frame would break is seen: which error comes first may differ, not that one does.
-        check((a is None) == (b is None), f"{what}: {a!r} against {b!r}")
-    else:
-        check(_error_key(a) == _error_key(b), f"{what}: {a!r} against {b!r}")
-
-
-def parse_input(data: bytes) -> tuple[Version, bool, Limits, list[int], bytes]:
-    """The parser target's input: [config] [n] [n read sizes] stream. config picks the
-    version (mod 3), the mode of the chunked reading (strict or not) and small or default
-    limits; up to 7 read sizes of 1..256 octets split the stream's start, the rest is one
-    read (none: one read)."""
-    draw = Draw(data)
-    config = draw.byte()
-    version = VERSIONS[config % 3]
-    strict = config // 3 % 2 == 0
-    limits = SMALL_LIMITS if config // 6 % 2 == 0 else Limits()
-    sizes = [draw.byte() + 1 for _ in range(draw.byte() % 8)]
-    return version, strict, limits, sizes, draw.rest()
-
-
-def parse_target(data: bytes, *, plant: str | None = None) -> None:
-    """Parse one stream whole in observing mode and in reads chosen by the input in the
-    mode it chooses: an observing chunked reading must give the same events and error, a
-    strict one must stop at the first violation the observing reading records. A whole
-    strict reading is one of the choices (no read sizes), so two parses per input check
-    what three would.
-
-    Input: see `parse_input`."""
-    version, strict, limits, sizes, stream = parse_input(data)
-    whole = read(stream, (), version=version, strict=False, limits=limits, plant=plant)
-    chunked = read(stream, sizes, version=version, strict=strict, limits=limits, plant=plant)
-    _check_reading(stream, whole, version)
-    _check_reading(stream, chunked, version)
-    if strict:
-        _check_strict_stops_first(chunked, whole, f"strict reads of {sizes}")
-    else:
-        _same(whole, chunked, f"reads of {sizes} against one read")
-
-
-def _check_strict_stops_first(strict: Reading, observing: Reading, what: str) -> None:
-    """The observing parser records what the strict one raises, and nothing before it."""
-    error = strict.error
-    keys, seen = strict.keys(), observing.keys()
-    if not isinstance(error, ProtocolViolation):  # no frame broke a rule: a plain reading
-        _same(observing, strict, what)
-        return
-    check(seen[:len(keys)] == keys, f"{what}: different events before its error")
-    if len(observing.events) > len(keys):
-        frame = observing.events[len(keys)]
-        first = frame.violations[0] if isinstance(frame, Frame) and frame.violations else None
-        check(first is not None and (first.statement, first.offset)
-              == (error.statement, error.offset),
-              f"strict raised {error!r}; observing recorded {first!r} first")
-    else:
-        check(observing.error is not None,
-              f"strict raised {error!r}; observing ended cleanly without that frame")
 
 
 # -- encode then parse ----------------------------------------------------------------------
@@ -300,9 +106,11 @@ def roundtrip_target(data: bytes, *, plant: str | None = None) -> None:
     try:
         wire = write(frame, version=version, content_length=content_length, eol=eol)
     except LocalProtocolError as error:
-        check(refusal is not None, f"encode refused {frame!r} in {version}: {error}")
+        if refusal is None:
+            raise InvariantBroken(f"encode refused {frame!r} in {version}: {error}") from error
         return
-    check(refusal is None, f"encode wrote {frame!r} in {version} despite {refusal}")
+    if refusal is not None:
+        raise InvariantBroken(f"encode wrote {frame!r} in {version} despite {refusal}")
     if content_length or (content_length is None and body):
         frame.headers.append(("content-length", str(len(body))))
     try:
@@ -310,9 +118,9 @@ def roundtrip_target(data: bytes, *, plant: str | None = None) -> None:
     except StompError as error:
         raise InvariantBroken(f"encode wrote {wire!r} for {frame!r} in {version}; the "
                               f"parser refuses it: {error}") from error
-    check(len(events) == 1 and isinstance(events[0], Frame) and events[0] == frame
-          and events[0].size == len(wire),
-          f"{frame!r} in {version} came back as {events!r} from {wire!r}")
+    if not (len(events) == 1 and isinstance(events[0], Frame) and events[0] == frame
+            and events[0].size == len(wire)):
+        raise InvariantBroken(f"{frame!r} in {version} came back as {events!r} from {wire!r}")
 
 
 # -- the validator ----------------------------------------------------------------------------
@@ -344,8 +152,9 @@ def validator_target(data: bytes, *, plant: str | None = None) -> None:
             if plant == "base-ids":
                 found = _base_ids(found)
             for violation in found:
-                check(isinstance(violation, Violation), f"{violation!r} is not a Violation")
-                _check_statement(violation.statement, version, "the validator's", violation)
+                if not isinstance(violation, Violation):
+                    raise InvariantBroken(f"{violation!r} is not a Violation")
+                check_statement(violation.statement, version, "the validator's", violation)
 
 
 #: Target name -> function (each takes `plant=` too), for the harnesses, the tests and the
