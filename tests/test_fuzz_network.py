@@ -395,8 +395,13 @@ def test_finding_files_and_records_round_trip(tmp_path: Path) -> None:
     finding = _finding(Anomaly(Kind.ACCEPTED, fuzz.statement, "accepted"), fuzz, verdict)
     again = Finding.from_json(json.loads(json.dumps(finding.to_json("x.json"))))
     assert again == finding
+    # the signature is computed from the finding, so a file of an earlier form is the same bug
+    older = dict(finding.to_json(), signature=["grammar", "accepted-silently", "x", "y"])
+    assert Finding.from_json(older).signature == finding.signature == (
+        "accepted-silently", "value-encoding.undefined-escape-fatal", "")
     record = finding_record(finding, path="x.json", server="broker/1")
     assert record.keys() == FINDING_FIELDS.keys()
+    assert record["signature"] == "accepted-silently value-encoding.undefined-escape-fatal"
     for name, value in record.items():
         assert isinstance(value, FINDING_FIELDS[name]) or (
             value is None and name in FINDING_NULLABLE), name
