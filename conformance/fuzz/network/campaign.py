@@ -68,7 +68,8 @@ from conformance.report.records import timestamp
 from conformance.spec import statement_id
 
 #: kinds after which the broker may have gone down: check at once
-_SUSPICIOUS = frozenset({Kind.CLOSED_VALID, Kind.CLOSED_WITHOUT_ERROR, Kind.TIMEOUT})
+_SUSPICIOUS = frozenset({Kind.CLOSED_VALID, Kind.CLOSED_WITHOUT_ERROR, Kind.TIMEOUT,
+                         Kind.NO_RECEIPT})
 _SUSPECTS = 16
 _SAVE_EVERY = 2.0
 

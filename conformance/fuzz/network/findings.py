@@ -211,9 +211,10 @@ def new_finding(anomaly: Anomaly, fuzz: FuzzInput, *, generator: str, response: 
 
 def counts(finding: Finding) -> bool:
     """Whether a finding counts for the exit code: confirmed, or not sent again yet
-    unless it is a timeout (which a broker slowed by the campaign's load may show once)."""
+    unless it is a timeout or a missing RECEIPT (which a broker slowed by the campaign's load
+    may show once)."""
     if finding.confirmed is None:
-        return finding.kind is not Kind.TIMEOUT
+        return finding.kind not in (Kind.TIMEOUT, Kind.NO_RECEIPT)
     return finding.confirmed
 
 
