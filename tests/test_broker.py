@@ -23,6 +23,7 @@ from peers import serving
 from conformance.broker import FAULTS, Broker, BrokerConfig
 from conformance.broker.destinations import Message, Store, Subscription
 from conformance.broker.faults import Faults
+from conformance.broker.outgoing import frame_bytes
 from conformance.broker.protocol import BrokerProtocol
 from conformance.codec import Frame, Limits, Parser, encode
 from conformance.profiles import load_profile
@@ -420,6 +421,17 @@ def test_every_error_is_error_then_close_with_receipt_id(tmp_path: Path, bad: st
         - raw: {{data: "{bad}"}}
         - expect_error_close: {{headers: {{receipt-id: r, message: {{present: true}}}}}}
     """)
+
+
+def test_a_fault_the_encoder_refuses_still_escapes_headers() -> None:
+    """error-without-content-headers makes an ERROR whose body holds a NUL unencodable: it
+    is written as it is, but its headers stay escaped (the fault breaks its statement only)."""
+    error = Frame("ERROR", [("message", "bad: \\x00")], b"a \x00 b")
+    wire = frame_bytes(error, "1.2", Faults.of(["error-without-content-headers"]))
+    assert wire == b"ERROR\nmessage:bad\\c \\\\x00\n\na \x00 b\x00"
+    assert frame_bytes(error, "1.2", Faults.of(["error-without-content-headers",
+                                                 "no-escaping"])).startswith(
+        b"ERROR\nmessage:bad: \\x00\n")
 
 
 @pytest.mark.parametrize("flood", [

@@ -74,6 +74,22 @@ def test_a_campaign_with_a_fault_finds_it_and_the_finding_replays(tmp_path: Path
     assert all(r["kind"] == "fuzz_finding" and r["schema_version"] == 1 for r in records)
 
 
+def test_one_fault_is_one_finding_that_keeps_its_worst_graded_input(tmp_path: Path) -> None:
+    """Every refused input shows error-without-close, in every version: one finding. With
+    one job and seed 6 the first input that shows it is a 1.0 one, where error.close-after
+    is not stated (informational); the finding then takes a 1.2 input, where it fails."""
+    corpus = tmp_path / "c"
+    done = cli("fuzz", "--time", "3s", "--seed", "6", "--jobs", "1", "--corpus", str(corpus),
+               "--fault", "error-without-close", "--mutation", "unknown-command",
+               "--minimise", "1")
+    no_traceback(done)
+    assert done.returncode == 1, done.stderr
+    (finding,) = findings(corpus).values()
+    assert finding["signature"] == ["error-without-close", "error.close-after", ""]
+    assert finding["grade"] == "failed" and finding["input"]["version"] == "1.2"
+    assert int(str(finding["hits"])) > 1 and finding["confirmed"] is True
+
+
 def test_a_campaign_without_a_fault_finds_nothing(tmp_path: Path) -> None:
     done = cli("fuzz", "--time", "3s", "--seed", "11", "--corpus", str(tmp_path / "c"))
     no_traceback(done)

@@ -22,7 +22,7 @@ from peers import serving
 from conformance.broker import Broker, BrokerConfig
 from conformance.codec import Frame, LimitExceeded, Parser, ProtocolViolation
 from conformance.fuzz.inputs.choices import Choices
-from conformance.fuzz.inputs.expected import deliveries, frames_of
+from conformance.fuzz.inputs.expected import Delivery, compare, deliveries, frames_of
 from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
 from conformance.fuzz.inputs.mutations import MUTATIONS, fuzz_input, weighted
 from conformance.fuzz.inputs.rules import breaks_its_rule, is_what_it_says, well_formed
@@ -40,7 +40,7 @@ from conformance.fuzz.network.finding_records import (
     finding_record,
     write_finding_records,
 )
-from conformance.fuzz.network.findings import BrokerInfo, Finding, new_finding
+from conformance.fuzz.network.findings import BrokerInfo, Finding, new_finding, signature
 from conformance.fuzz.network.minimise import minimise
 from conformance.fuzz.network.oracle import (
     MAX_RESPONSE,
@@ -246,7 +246,7 @@ def _delivers_user_headers(fuzz: FuzzInput) -> bool:
      Outcome.FAILED),
     ("limit-close-without-error", lambda: _first("too-many-headers"),
      Kind.CLOSED_WITHOUT_ERROR, Outcome.NON_STRICT),
-    ("drop-receipts", lambda: _valid(lambda f: True), Kind.TIMEOUT, Outcome.FAILED),
+    ("drop-receipts", lambda: _valid(lambda f: True), Kind.NO_RECEIPT, Outcome.FAILED),
     ("wrong-receipt-id", lambda: _valid(lambda f: True), Kind.WRONG_RECEIPT, Outcome.FAILED),
     ("drop-user-headers", lambda: _valid(_delivers_user_headers), Kind.CHANGED_MESSAGE,
      Outcome.FAILED),
@@ -263,6 +263,58 @@ def test_faults_show_as_graded_anomalies(fault: str, make: object, kind: Kind,
     assert found, verdict
     finding = _finding(found[0], fuzz, verdict)
     assert finding.grade is grade
+
+
+def _ends_in_disconnect(fuzz: FuzzInput) -> bool:
+    found = frames_of(fuzz) or []
+    return bool(found) and found[-1].command == "DISCONNECT"
+
+
+def _delivers(fuzz: FuzzInput) -> bool:
+    return bool(deliveries(frames_of(fuzz) or [])) and not _ends_in_disconnect(fuzz)
+
+
+def _delivers_padded_header(fuzz: FuzzInput) -> bool:
+    due = deliveries(frames_of(fuzz) or [])
+    return _delivers(fuzz) and any(n != n.strip() or v != v.strip()
+                                   for d in due for n, v in d.headers)
+
+
+@pytest.mark.parametrize(("fault", "make", "bug"), [
+    # the close is the DISCONNECT's, no part of what went wrong: the RECEIPT is missing, as
+    # it is for any other frame, whatever the frames before it exercised
+    ("drop-receipts", lambda: _valid(_ends_in_disconnect),
+     ("no-receipt", "receipt-header.server-acknowledges", "")),
+    ("drop-receipts", lambda: _valid(_delivers),
+     ("no-receipt", "receipt-header.server-acknowledges", "")),
+    # a MESSAGE without its subscription header is invalid, not lost as well
+    ("no-subscription-header", lambda: _valid(_delivers),
+     ("invalid-response", "message.id-and-subscription-required", "MESSAGE")),
+    # a name or value trimmed: no-trim, not a header dropped or an escape undecoded
+    ("trim-headers", lambda: _valid(_delivers_padded_header),
+     ("changed-message", "value-encoding.no-trim", "")),
+])
+def test_a_fault_shows_as_its_own_statement_only(fault: str, make: object,
+                                                 bug: tuple[str, ...]) -> None:
+    assert callable(make)
+    fuzz: FuzzInput = make()
+    with serving(Broker(BrokerConfig(port=0, faults=frozenset({fault})))._accept) as port:
+        verdict = judge(port, fuzz, deadline=1.0)
+    assert {signature(a) for a in verdict.anomalies} == {bug}, verdict
+
+
+def test_headers_trimmed_into_one_name_are_blamed_on_trimming() -> None:
+    def blamed(sent: tuple[tuple[str, str], ...], got: list[tuple[str, str]]) -> set[str]:
+        delivery = Delivery("s", "/topic/t", b"", sent)
+        return {s for s, _ in compare(delivery, Frame("MESSAGE", [("subscription", "s"),
+                                                                   *got]), "1.2")}
+
+    trimmed = {"value-encoding.no-trim"}
+    # 'x-a ' and 'x-a' both became 'x-a': the first value is the other header's, trimmed
+    assert blamed((("x-a ", "v1 "), ("x-a", "v2")), [("x-a", "v1"), ("x-a", "v2")]) == trimmed
+    # the name came back trimmed, with some other value
+    assert blamed((("x-b\r", " \x00"),), [("x-b", "")]) == trimmed
+    assert blamed((("x-c", "v"),), []) == {"send.user-headers-passed"}
 
 
 def test_the_probe_sees_a_live_broker_and_a_dead_one(clean: int) -> None:
@@ -395,8 +447,13 @@ def test_finding_files_and_records_round_trip(tmp_path: Path) -> None:
     finding = _finding(Anomaly(Kind.ACCEPTED, fuzz.statement, "accepted"), fuzz, verdict)
     again = Finding.from_json(json.loads(json.dumps(finding.to_json("x.json"))))
     assert again == finding
+    # the signature is computed from the finding, so a file of an earlier form is the same bug
+    older = dict(finding.to_json(), signature=["grammar", "accepted-silently", "x", "y"])
+    assert Finding.from_json(older).signature == finding.signature == (
+        "accepted-silently", "value-encoding.undefined-escape-fatal", "")
     record = finding_record(finding, path="x.json", server="broker/1")
     assert record.keys() == FINDING_FIELDS.keys()
+    assert record["signature"] == "accepted-silently value-encoding.undefined-escape-fatal"
     for name, value in record.items():
         assert isinstance(value, FINDING_FIELDS[name]) or (
             value is None and name in FINDING_NULLABLE), name

@@ -35,7 +35,7 @@ from conformance.pipeline.distributed import TaskSettings, run_campaign, write_f
 from conformance.pipeline.load import RecordsError, find_inputs, stage
 from conformance.pipeline.runner import run_jobs
 from conformance.pipeline.schemas import CASE_RESULT, FUZZ_FINDING, required
-from conformance.pipeline.signature import input_shape
+from conformance.pipeline.shape import input_shape
 from conformance.pipeline.spark import SparkSettings, Started, first_line, start, stop
 from conformance.report.history import load_history
 
@@ -295,9 +295,13 @@ def test_input_shape_keeps_structure_and_drops_particulars() -> None:
 
 
 def _finding(n: int, kind: str, statement: str, data: str | None,
-             broker: str = "reference@embedded+f") -> dict[str, Any]:
+             broker: str = "reference@embedded+f", about: str = "",
+             signed: bool = True) -> dict[str, Any]:
+    rule = statement.removesuffix("-v11")
     return {"schema_version": 1, "kind": "fuzz_finding", "campaign_id": "c1",
-            "finding_id": f"{kind}-{n:010x}", "timestamp": f"2024-05-01T10:00:0{n}.000Z",
+            "finding_id": f"{kind}-{n:010x}",
+            "signature": " ".join(filter(None, (kind, rule, about))) if signed else None,
+            "timestamp": f"2024-05-01T10:00:0{n}.000Z",
             "tool_version": "0.1.0", "broker_id": broker, "broker_server": "x/1",
             "generator": "grammar", "classification": kind, "statement": statement,
             "grade": "failed", "mutation": f"m{n}", "version": "1.2", "expect": "error",
@@ -307,29 +311,35 @@ def _finding(n: int, kind: str, statement: str, data: str | None,
             "replay": f"stomp-conformance replay f{n}.json", "input": data}
 
 
-def test_findings_bucket_by_class_statement_and_shape(spark: SparkSession,
-                                                      tmp_path: Path) -> None:
+def test_findings_bucket_by_signature_whatever_their_input(spark: SparkSession,
+                                                           tmp_path: Path) -> None:
     records = [
         _finding(1, "accepted-silently", "s.x", "SEND\ndestination:/a\n\nbody\x00"),
-        _finding(2, "accepted-silently", "s.x", "SEND\ndestination:/other\n\nxx\x00",
-                 broker="rabbitmq@h:1"),
-        _finding(3, "accepted-silently", "s.x", "SEND\n\n\x00"),       # another shape
-        _finding(4, "error-without-close", "s.x", "SEND\n\n\x00"),     # another class
-        _finding(5, "accepted-silently", "s.y", "SEND\n\n\x00"),       # another statement
-        _finding(6, "accepted-silently", "s.y", None),                 # no input: coarse
+        _finding(2, "accepted-silently", "s.x-v11", "BEGIN\ntransaction:t\\q\n\n\x00",
+                 broker="rabbitmq@h:1"),                          # another shape and version
+        _finding(3, "accepted-silently", "s.x", None),            # no input: a coarse shape
+        _finding(4, "error-without-close", "s.x", "SEND\n\n\x00"),       # another class
+        _finding(5, "accepted-silently", "s.y", "SEND\n\n\x00"),         # another statement
+        _finding(6, "invalid-response", "s.y", "SEND\n\n\x00", about="MESSAGE"),
+        _finding(7, "invalid-response", "s.y", "SEND\n\n\x00", about="ERROR"),  # another frame
+        _finding(8, "accepted-silently", "s.y", "ACK\n\n\x00", signed=False),  # older record
     ]
     path = _write(tmp_path / "in", "findings.jsonl", records)
     frame, _ = stage(spark, [path], "fuzz_finding", tmp_path / "staged")
-    rows = jobs.buckets(jobs.findings(frame)).collect()
-    assert len(rows) == 5
-    merged = next(r for r in rows if r["findings"] == 2)
-    assert merged["shape"] == "SEND{body,destination}"
+    rows = {r["signature"]: r for r in jobs.buckets(jobs.findings(frame)).collect()}
+    assert sorted(rows) == [
+        "accepted-silently s.x", "accepted-silently s.y", "error-without-close s.x",
+        "invalid-response s.y ERROR", "invalid-response s.y MESSAGE"]
+    merged = rows["accepted-silently s.x"]
+    assert merged["findings"] == 3 and merged["hits"] == 6 and merged["shapes"] == 3
+    assert merged["statement"] == "s.x" and merged["statements"] == ["s.x", "s.x-v11"]
     assert merged["brokers"] == ["rabbitmq@h:1", "reference@embedded+f"]
-    assert merged["smallest_input_octets"] == 11 and merged["hits"] == 4
+    assert merged["smallest_input_octets"] == 11
     assert merged["example_replay"] == "stomp-conformance replay f1.json"
-    assert len({r["bucket_id"] for r in rows}) == 5
-    coarse = next(r for r in rows if r["shape"].startswith("~"))
-    assert coarse["shape"] == "~ 1.2 m6 error octets:16"
+    assert merged["shape"] == "SEND{body,destination}"  # the smallest reproducer's
+    assert rows["accepted-silently s.y"]["findings"] == 2  # the older record joins by statement
+    assert rows["invalid-response s.y MESSAGE"]["statement"] == "s.y"
+    assert len({r["bucket_id"] for r in rows.values()}) == 5
 
 
 # -- the distributed campaign --------------------------------------------------------------
@@ -360,6 +370,34 @@ def test_campaign_spreads_seeds_and_brokers_and_buckets_its_findings(
     assert sum(b["findings"] for b in buckets) == len(records)
     data = json.loads((tmp_path / "out" / "report-data.json").read_text())
     assert len(data["buckets"]) == len(buckets) and data["trend"] == {}
+
+
+#: planted fault -> the one bug (bucket signature) its campaign must find
+PLANTED = {
+    "error-without-close": "error-without-close error.close-after",
+    "accept-undefined-escape": "accepted-silently value-encoding.undefined-escape-fatal",
+    "limit-close-without-error": "closed-without-error size-limits.error-then-close",
+}
+
+
+def test_each_planted_fault_is_one_bucket_of_its_own(spark: SparkSession,
+                                                     tmp_path: Path) -> None:
+    """Whatever inputs, mutations and versions showed a fault, its findings are one bug,
+    and no bucket holds the findings of two faults (benchmarks/buckets.py measures more)."""
+    settings = TaskSettings(root=str(tmp_path / "campaigns"), jobs=4, minimise=0.5)
+    results = run_campaign(spark, brokers=[f"reference+{f}" for f in PLANTED], seeds=[3],
+                           budget=4.0, settings=settings)
+    assert all(r.error is None and r.records for r in results), results
+    path = write_findings(results, tmp_path / "out" / "findings", "t")
+    run_jobs(spark, find_inputs([path]), tmp_path / "out", ["buckets"], report=False)
+    buckets = spark.read.parquet(str(tmp_path / "out" / "buckets")).collect()
+    for fault, bug in PLANTED.items():
+        mine = [b for b in buckets if f"reference@embedded+{fault}" in b["brokers"]]
+        assert [b["signature"] for b in mine] == [bug], (fault, mine)
+    assert all(len(b["brokers"]) == 1 for b in buckets)
+    # one bucket, where inputs of several shapes, mutations and versions showed the fault
+    (left_open,) = (b for b in buckets if b["signature"] == PLANTED["error-without-close"])
+    assert left_open["findings"] == 1 and left_open["hits"] > 1
 
 
 # -- the verbs, end to end -----------------------------------------------------------------

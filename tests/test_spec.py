@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import cli
 
-from conformance.spec import Level, catalogue, statement_id
+from conformance.spec import Level, catalogue, rule_of, statement_id
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec"
 KEYWORD = re.compile(r"\b(MUST NOT|MUST|REQUIRED|SHALL NOT|SHALL|SHOULD NOT|SHOULD|RECOMMENDED"
@@ -70,6 +70,16 @@ def test_older_wording_is_found_per_version() -> None:
         "value-encoding.undefined-escape-fatal"
     assert statement_id("content-length.nul-terminated", "1.0") == \
         "content-length.nul-terminated-v11"
+
+
+def test_every_version_of_a_rule_names_the_rule() -> None:
+    for statement in catalogue():
+        for version in statement.versions:
+            assert statement_id(rule_of(statement.id), version) == statement.id
+    assert rule_of("content-length.nul-terminated-v11") == "content-length.nul-terminated"
+    # an older statement whose name 1.2 does not use is a rule of its own
+    assert rule_of("message.message-id-required-v10") == "message.message-id-required-v10"
+    assert rule_of("not.a-statement-v11") == "not.a-statement-v11"
 
 
 def test_select_filters_by_level_party_section_and_version() -> None:

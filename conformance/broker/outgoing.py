@@ -28,10 +28,23 @@ def frame_bytes(frame: Frame, version: str, faults: Faults) -> bytes:
             frame.headers = [(k, v) for k, v in frame.headers
                              if "\n" not in k + v and ":" not in k]
             return encode(frame, version=version)  # type: ignore[arg-type]
-        # a fault asked for what the encoder refuses: write it as it is
-        return encode_raw(frame.command, frame.headers, frame.body,
+        # a fault asked for what the encoder refuses: write it as it is, its headers still
+        # escaped unless that is the fault (a fault breaks its one statement, no other)
+        return encode_raw(frame.command, _header_lines(frame, version, faults), frame.body,
                           content_length=len(frame.body) if frame.body and not no_length
                           else None)
+
+
+def _header_lines(frame: Frame, version: str, faults: Faults
+                  ) -> list[tuple[str, str]] | list[bytes]:
+    if faults.no_escaping:
+        return frame.headers
+    try:
+        text = encode_headers(frame.headers, version=version,  # type: ignore[arg-type]
+                              command=frame.command)
+    except LocalProtocolError:
+        return frame.headers
+    return [line.encode() for line in text.split("\n")[:-1]]
 
 
 def message_bytes(subscription: Subscription, message: Message, ack: str | None,

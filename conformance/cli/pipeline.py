@@ -33,8 +33,8 @@ _DESCRIPTIONS = {
     "regressions": "case runs that turned from passed to failed (or back) since the "
                    "broker's previous run, and the statements they cover",
     "flaky": "cases with mixed outcomes on one broker build",
-    "buckets": "fuzz findings grouped into distinct bugs by response class, statement and "
-               "the shape of the minimised input",
+    "buckets": "fuzz findings grouped into distinct bugs by their signature: the rule "
+               "broken and the broker's response class",
     "trends": "conformance over time: one point per run, and per day",
 }
 

@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from conformance.pipeline.signature import input_shape
+from conformance.pipeline.shape import input_shape
 
 #: Outcomes, worst first: a statement's status in a run is its worst case outcome.
 SEVERITY = ("failed", "error", "non-strict", "known-deviation", "passed", "unsupported",
@@ -182,31 +182,41 @@ def flaky(cases: DataFrame) -> DataFrame:
 # -- buckets -------------------------------------------------------------------------------
 
 def findings(records: DataFrame) -> DataFrame:
-    """Finding records with broker and the shape of their input (from the input's octets;
-    for a record without them, from what the record says of it)."""
+    """Finding records with broker, signature and the shape of their input (from the
+    input's octets; for a record without them, from what the record says of it). A record
+    written before findings carried their signature is bucketed by its classification and
+    statement as written."""
     shape_udf = F.udf(input_shape, StringType(), useArrow=False)
     coarse = F.concat_ws(" ", F.lit("~"), F.col("version"), F.col("mutation"),
                          F.col("expect"), F.concat(F.lit("octets:"), F.col("input_octets")))
+    legacy = F.concat_ws(" ", F.col("classification"), F.col("statement"))
     return (records.withColumn("broker", F.substring_index("broker_id", "@", 1))
+            .withColumn("signature", F.coalesce(F.col("signature"), legacy))
             .withColumn("shape", F.coalesce(shape_udf(F.col("input")), coarse)))
 
 
 def buckets(findings: DataFrame) -> DataFrame:
-    """Findings grouped into distinct bugs by (classification, statement, shape), with a
-    stable bucket_id, where and when each bug showed, and its smallest reproducer."""
-    key = F.concat_ws("\x1f", "classification", "statement", "shape")
-    return (findings.groupBy("classification", "statement", "shape")
+    """Findings grouped into distinct bugs by their signature (the rule broken and the
+    response class: conformance/fuzz/network/findings.py), with a stable bucket_id, where
+    and when each bug showed, the input shapes and statement wordings it showed through, and
+    its smallest reproducer."""
+    smallest = F.struct("input_octets", "finding_id")  # ties broken by id: a stable example
+    return (findings.groupBy("signature", "classification")
             .agg(F.count(F.lit(1)).alias("findings"), F.sum("hits").alias("hits"),
+                 F.array_sort(F.collect_set("statement")).alias("statements"),
                  F.array_sort(F.collect_set("broker_id")).alias("brokers"),
                  F.array_sort(F.collect_set("broker_server")).alias("builds"),
                  F.slice(F.array_sort(F.collect_set("mutation")), 1, 20).alias("mutations"),
+                 F.size(F.collect_set("shape")).alias("shapes"),
                  F.size(F.collect_set("seed")).alias("seeds"),
                  F.array_sort(F.collect_set("grade")).alias("grades"),
                  F.min("timestamp").alias("first_seen"), F.max("timestamp").alias("last_seen"),
                  F.min("input_octets").alias("smallest_input_octets"),
-                 F.min_by("finding_id", "input_octets").alias("example_finding"),
-                 F.min_by("replay", "input_octets").alias("example_replay"))
-            .withColumn("bucket_id", F.substring(F.sha2(key, 256), 1, 12)))
+                 F.min_by("finding_id", smallest).alias("example_finding"),
+                 F.min_by("replay", smallest).alias("example_replay"),
+                 F.min_by("shape", smallest).alias("shape"))
+            .withColumn("statement", F.split("signature", " ").getItem(1))
+            .withColumn("bucket_id", F.substring(F.sha2(F.col("signature"), 256), 1, 12)))
 
 
 # -- trends --------------------------------------------------------------------------------

@@ -69,6 +69,9 @@ CASE_RESULT = StructType(_ENVELOPE + [
 FUZZ_FINDING = StructType(_ENVELOPE + [
     _field("campaign_id", StringType()),
     _field("finding_id", StringType()),
+    # the bug: "KIND RULE [COMMAND]" (records written before it existed: None, and the
+    # bucket is the classification and statement as written)
+    _field("signature", StringType(), required=False),
     _field("generator", StringType()),
     # the response class: how the broker's answer departs from the spec
     _field("classification", StringType()),
@@ -92,7 +95,7 @@ FUZZ_FINDING = StructType(_ENVELOPE + [
     _field("found_after_inputs", LongType()),
     _field("replay", StringType()),
     # the reproducer's first octets as latin-1 text (records written before it existed:
-    # None, and the bucket falls back to a coarser shape)
+    # None, and the bucket shows a coarser shape)
     _field("input", StringType(), required=False),
 ])
 

@@ -154,4 +154,14 @@ def statement_id(rule: str, version: str) -> str:
     return rule
 
 
-__all__ = ["Catalogue", "Level", "Party", "Statement", "catalogue", "statement_id"]
+def rule_of(statement: str) -> str:
+    """The rule a statement id words (the inverse of `statement_id`): the 1.2 id of a
+    `-v11` / `-v10` sibling, else the id itself (an older statement with no 1.2 id of its
+    name is a rule of its own)."""
+    base, dash, suffix = statement.rpartition("-")
+    if dash and suffix in ("v11", "v10") and base in catalogue():
+        return base
+    return statement
+
+
+__all__ = ["Catalogue", "Level", "Party", "Statement", "catalogue", "rule_of", "statement_id"]

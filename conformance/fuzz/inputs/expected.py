@@ -134,7 +134,8 @@ def compare(expected: Delivery, message: Frame, version: Version) -> list[tuple[
         seen = got.get(name)
         if seen == value:
             continue
-        found.append((_blame(name, value, seen, repeated.get(name, ()), got, version),
+        found.append((_blame(name, value, seen, repeated.get(name, ()), got, expected.headers,
+                             version),
                       f"user header {name!r}: sent {value!r}, MESSAGE has "
                       f"{'none' if seen is None else repr(seen)}"))
     return found
@@ -147,15 +148,18 @@ def _trimmed(text: str) -> set[str]:
 
 
 def _blame(name: str, sent: str, seen: str | None, values: tuple[str, ...],
-           got: dict[str, str], version: Version) -> str:
-    """The statement a changed user header most likely breaks."""
+           got: dict[str, str], headers: tuple[tuple[str, str], ...], version: Version) -> str:
+    """The statement a changed user header most likely breaks (`headers`: every user header
+    sent, first value of each name)."""
     if seen is None:
-        if any(got.get(other) == sent for other in _trimmed(name)):
+        if any(other in got for other in _trimmed(name)):  # it came, its name trimmed
             return statement_id("value-encoding.no-trim", version)
         return statement_id("send.user-headers-passed", version)
     if values and seen in values[1:]:
         return statement_id("repeated-headers.first-wins", version)
-    if seen in _trimmed(sent):
+    if seen in _trimmed(sent) or any(name in _trimmed(other) and seen in {value, *_trimmed(value)}
+                                     for other, value in headers):
+        # trimmed: the value, or the name of another header that then came first
         return statement_id("value-encoding.no-trim", version)
     special = (*(ESCAPES[version] or {}).values(), "\\")
     if any(ch in name + sent for ch in special):

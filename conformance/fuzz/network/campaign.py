@@ -44,6 +44,7 @@ from conformance.fuzz.network.findings import (
     masked,
     new_finding,
     signature,
+    worse,
 )
 from conformance.fuzz.network.folder import (
     MAX_CORPUS,
@@ -55,12 +56,20 @@ from conformance.fuzz.network.folder import (
 )
 from conformance.fuzz.network.generators import Generator
 from conformance.fuzz.network.minimise import minimise
-from conformance.fuzz.network.oracle import Anomaly, Judgement, Kind, Oracle, Unreachable
+from conformance.fuzz.network.oracle import (
+    Anomaly,
+    Judgement,
+    Kind,
+    Oracle,
+    Unreachable,
+    grade,
+)
 from conformance.report.records import timestamp
 from conformance.spec import statement_id
 
 #: kinds after which the broker may have gone down: check at once
-_SUSPICIOUS = frozenset({Kind.CLOSED_VALID, Kind.CLOSED_WITHOUT_ERROR, Kind.TIMEOUT})
+_SUSPICIOUS = frozenset({Kind.CLOSED_VALID, Kind.CLOSED_WITHOUT_ERROR, Kind.TIMEOUT,
+                         Kind.NO_RECEIPT})
 _SUSPECTS = 16
 _SAVE_EVERY = 2.0
 
@@ -250,12 +259,11 @@ class Campaign:
 
     def _anomaly(self, anomaly: Anomaly, fuzz: FuzzInput, judgement: Judgement, index: int,
                  suspects: tuple[FuzzInput, ...] = ()) -> None:
-        sig = signature(anomaly, fuzz, self.generator.name)
-        known = self._by_signature.get(sig)
-        if known is not None:
-            finding = self.findings[known]
-            self.findings[known] = finding.updated(hits=finding.hits + 1)
-            self._hits_changed.add(known)
+        sig = signature(anomaly)
+        known = self.findings.get(self._by_signature.get(sig, ""))
+        if known is not None and not worse(grade(anomaly, fuzz), known.grade):
+            self.findings[known.id] = known.updated(hits=known.hits + 1)
+            self._hits_changed.add(known.id)
             return
         finding = new_finding(
             anomaly, fuzz, generator=self.generator.name,
@@ -264,6 +272,12 @@ class Campaign:
             index=index, found_at=timestamp(), elapsed=self._elapsed(),
             inputs=self.state.counters.inputs, tool_version=self.state.tool_version,
             suspects=suspects)
+        if known is not None:
+            # The same bug graded worse (in a version whose statement is stronger): the
+            # finding takes this input, to be confirmed and minimised anew.
+            finding = finding.updated(
+                id=known.id, hits=known.hits + 1, found_at=known.found_at,
+                found_after_s=known.found_after_s, found_after_inputs=known.found_after_inputs)
         self._by_signature[sig] = finding.id
         self.findings[finding.id] = finding
         saved = self._keep(self._saving, self._save(finding, new=True))
@@ -303,9 +317,7 @@ class Campaign:
             judgement = await self.generator.run(self._patient if patient else self.oracle, fuzz)
         except Unreachable:
             return None
-        name = self.generator.name
-        return judgement if any(signature(a, fuzz, name) == sig for a in judgement.anomalies) \
-            else None
+        return judgement if any(signature(a) == sig for a in judgement.anomalies) else None
 
     async def _confirm_and_minimise(self, finding_id: str,
                                     after: asyncio.Task[None] | None) -> None:
@@ -315,9 +327,15 @@ class Campaign:
         if after is not None:
             await asyncio.shield(after)
         finding = self.findings[finding_id]
-        sig = finding.signature
+        sig, original = finding.signature, finding.input
+
+        def replaced() -> bool:  # by a worse-graded input, which its own task minimises
+            return self.findings[finding_id].input is not original
+
         last = await self._reproduces(finding.input, sig, patient=True) or \
             await self._reproduces(finding.input, sig, patient=True)
+        if replaced():
+            return
         if last is None or self.settings.minimise <= 0:
             await self._save(self.findings[finding_id].updated(confirmed=last is not None),
                              new=False)
@@ -333,9 +351,10 @@ class Campaign:
 
         smallest = await minimise(finding.input, reproduces, budget=budget,
                                   keep=self.generator.keep)
+        if replaced():
+            return
         judgement = shown[-1]
-        anomaly = next(a for a in judgement.anomalies
-                       if signature(a, smallest, self.generator.name) == sig)
+        anomaly = next(a for a in judgement.anomalies if signature(a) == sig)
         await self._save(self.findings[finding_id].updated(
             confirmed=True, minimised=True, input=smallest, detail=anomaly.detail,
             response=masked(judgement.response, self._passcode), ended=judgement.ended),

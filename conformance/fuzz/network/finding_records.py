@@ -8,6 +8,9 @@ those that may be null FINDING_NULLABLE):
     kind                str    "fuzz_finding"
     campaign_id         str    the campaign (its folder's state.json)
     finding_id          str    KIND-HASH: stable for a signature, names the finding file
+    signature           str    what makes it this bug: "KIND RULE [COMMAND]" (findings.py's
+                               `signature`); the pipeline buckets findings by it (records
+                               written before it existed lack it)
     timestamp           str    when it was found (ISO 8601 UTC, ms, Z)
     tool_version        str
     broker_id           str    PROFILE@HOST:PORT, or reference@embedded[+FAULT,...]
@@ -33,7 +36,7 @@ those that may be null FINDING_NULLABLE):
     found_after_inputs  int    inputs judged before it was found
     replay              str    the command that replays it
     input               str    the reproducer's first INPUT_LIMIT octets, one character per
-                               octet (latin-1): the pipeline buckets findings by its shape
+                               octet (latin-1): the pipeline shows its shape
 """
 
 from __future__ import annotations
@@ -43,15 +46,15 @@ from pathlib import Path
 from typing import Any
 
 from conformance.files import write_atomic
-from conformance.fuzz.network.findings import Finding
+from conformance.fuzz.network.findings import Finding, signature_text
 from conformance.report.records import SCHEMA_VERSION
 
 FINDING_KIND = "fuzz_finding"
 #: Field -> type of a fuzz-finding record (the pipeline builds its schema from this).
 FINDING_FIELDS: dict[str, type] = {
     "schema_version": int, "kind": str, "campaign_id": str, "finding_id": str,
-    "timestamp": str, "tool_version": str, "broker_id": str, "broker_server": str,
-    "generator": str, "classification": str, "statement": str, "grade": str,
+    "signature": str, "timestamp": str, "tool_version": str, "broker_id": str,
+    "broker_server": str, "generator": str, "classification": str, "statement": str, "grade": str,
     "mutation": str, "version": str, "expect": str, "detail": str, "ended": str,
     "input_octets": int, "original_octets": int, "response_octets": int, "minimised": bool,
     "confirmed": bool, "hits": int, "seed": int, "input_index": int, "found_after_s": float,
@@ -71,6 +74,7 @@ def finding_record(finding: Finding, *, path: str = "",
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "kind": FINDING_KIND,
         "campaign_id": finding.campaign, "finding_id": finding.id,
+        "signature": signature_text(finding.signature),
         "timestamp": finding.found_at, "tool_version": finding.tool_version,
         "broker_id": finding.broker.id, "broker_server": server,
         "generator": finding.generator, "classification": finding.kind.value,

@@ -1,7 +1,12 @@
 """A finding: one distinct way a broker departs from the spec, with the input that shows
-it. Findings are told apart by a signature (`signature`): the anomaly's kind and statement,
-and what it is about (the mutation of a broken input, the command of a broken response
-frame; nothing more for well-formed input, whose features are many and whose fault is one).
+it. Findings are told apart by a signature (`signature`), the one notion of "the same bug"
+that the campaign, `replay` and the pipeline's buckets share: the rule the broker's answer
+breaks (the statement in 1.2's wording, so that one rule broken in 1.0, 1.1 and 1.2
+sessions is one bug) and the answer's class (the anomaly's kind, and for a broken frame its
+command). What the input was is left out (its mutation, version, frames, how it was cut),
+and so are the answer's incidental details (what followed an ERROR, a receipt's value): one
+fault shows through many inputs, and where the input changes the answer, the class or the
+rule changes with it. Of the inputs that show a finding, it keeps the worst graded.
 
 A finding file is JSON (`Finding.to_json`): the reproducer (the minimised input once the
 minimiser is done: its writes as latin-1 text and as hex), the first MAX_RESPONSE octets
@@ -18,31 +23,35 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
+from conformance.fuzz.inputs.fuzz_input import FuzzInput
 from conformance.fuzz.network.oracle import Anomaly, Kind, grade
 from conformance.report.scrub import Scrubber
 from conformance.runner.results import Outcome
+from conformance.spec import rule_of
 from conformance.wire.transport import is_loopback, parse_broker
 
 FORMAT = "stomp-conformance-fuzz-finding"
 SCHEMA_VERSION = 1
 
 
-def signature(anomaly: Anomaly, fuzz: FuzzInput, generator: str) -> tuple[str, ...]:
-    """What makes two anomalies the same finding."""
-    if anomaly.kind is Kind.CRASH:
-        return (generator, anomaly.kind.value)
-    if anomaly.about:
-        return (generator, anomaly.kind.value, anomaly.statement, anomaly.about)
-    if fuzz.expect is Expect.VALID:
-        return (generator, anomaly.kind.value, anomaly.statement)
-    return (generator, anomaly.kind.value, anomaly.statement, fuzz.mutation)
+def signature_of(kind: str, statement: str, about: str = "") -> tuple[str, ...]:
+    """(kind, rule, about): what makes two anomalies the same finding."""
+    return (kind, rule_of(statement), about)
+
+
+def signature(anomaly: Anomaly) -> tuple[str, ...]:
+    return signature_of(anomaly.kind.value, anomaly.statement, anomaly.about)
+
+
+def signature_text(sig: tuple[str, ...]) -> str:
+    """The signature as one line: `KIND RULE [ABOUT]` (the records' `signature`)."""
+    return " ".join(part for part in sig if part)
 
 
 def finding_id(sig: tuple[str, ...]) -> str:
     """`KIND-HASH`: readable in a folder listing, stable for a signature."""
     digest = hashlib.sha256("\x1f".join(sig).encode()).hexdigest()[:10]
-    return f"{sig[1]}-{digest}"
+    return f"{sig[0]}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -145,11 +154,15 @@ class Finding:
             raise ValueError(f"finding schema version {data.get('schema_version')!r} is not "
                              f"{SCHEMA_VERSION}: written by another version of the tool")
         try:
+            kind, statement = Kind(data["kind"]), str(data["statement"])
+            about = str(data.get("about", ""))
             return cls(
-                id=str(data["id"]), signature=tuple(str(s) for s in data["signature"]),
-                kind=Kind(data["kind"]), statement=str(data["statement"]),
+                # computed, not read: a file written by an earlier version of the signature
+                # is then the same finding as the anomalies this version finds
+                id=str(data["id"]), signature=signature_of(kind.value, statement, about),
+                kind=kind, statement=statement,
                 grade=Outcome(data["grade"]), detail=str(data["detail"]),
-                about=str(data.get("about", "")), generator=str(data["generator"]),
+                about=about, generator=str(data["generator"]),
                 input=FuzzInput.from_json(data["input"]),
                 response=str(data.get("response", "")).encode("latin-1"),
                 ended=str(data.get("ended", "")), broker=BrokerInfo.from_json(data["broker"]),
@@ -186,7 +199,7 @@ def new_finding(anomaly: Anomaly, fuzz: FuzzInput, *, generator: str, response: 
                 ended: str, broker: BrokerInfo, campaign: str, seed: int, index: int,
                 found_at: str, elapsed: float, inputs: int, tool_version: str,
                 suspects: tuple[FuzzInput, ...] = ()) -> Finding:
-    sig = signature(anomaly, fuzz, generator)
+    sig = signature(anomaly)
     return Finding(
         id=finding_id(sig), signature=sig, kind=anomaly.kind, statement=anomaly.statement,
         grade=grade(anomaly, fuzz), detail=anomaly.detail, about=anomaly.about,
@@ -198,14 +211,22 @@ def new_finding(anomaly: Anomaly, fuzz: FuzzInput, *, generator: str, response: 
 
 def counts(finding: Finding) -> bool:
     """Whether a finding counts for the exit code: confirmed, or not sent again yet
-    unless it is a timeout (which a broker slowed by the campaign's load may show once)."""
+    unless it is a timeout or a missing RECEIPT (which a broker slowed by the campaign's load
+    may show once)."""
     if finding.confirmed is None:
-        return finding.kind is not Kind.TIMEOUT
+        return finding.kind not in (Kind.TIMEOUT, Kind.NO_RECEIPT)
     return finding.confirmed
+
+
+#: The grades a finding can have, worst first.
+GRADES = (Outcome.FAILED, Outcome.NON_STRICT, Outcome.INFORMATIONAL)
+
+
+def worse(grade_: Outcome, than: Outcome) -> bool:
+    return GRADES.index(grade_) < GRADES.index(than)
 
 
 def worst(findings: Sequence[Finding]) -> Outcome | None:
     """The worst grade among the `findings` that count (None: none does)."""
-    order = (Outcome.FAILED, Outcome.NON_STRICT, Outcome.INFORMATIONAL)
     grades = {f.grade for f in findings if counts(f)}
-    return next((g for g in order if g in grades), None)
+    return next((g for g in GRADES if g in grades), None)

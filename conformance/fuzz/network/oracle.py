@@ -60,6 +60,9 @@ class Kind(enum.StrEnum):
     LOST_MESSAGE = "lost-message"                #: a message to the input's own subscription
     CHANGED_MESSAGE = "changed-message"          #: delivered with another body or header
     TIMEOUT = "timeout"                          #: nothing definite before the deadline
+    #: well-formed input: no RECEIPT before the deadline, or before the close its DISCONNECT
+    #: asked (the close is no part of what went wrong)
+    NO_RECEIPT = "no-receipt"
     WRONG_RECEIPT = "wrong-receipt"              #: a RECEIPT for a receipt never asked
     ERROR_WITHOUT_CLOSE = "error-without-close"  #: ERROR, and the connection stayed open
     CLOSED_WITHOUT_ERROR = "closed-without-error"  #: broken input: closed, no ERROR
@@ -99,7 +102,7 @@ def grade(anomaly: Anomaly, fuzz: FuzzInput) -> Outcome:
             kind is Kind.TIMEOUT and fuzz.expect is not Expect.VALID)):
         return mutation.accepted
     if fuzz.expect is Expect.VALID and kind in (Kind.REFUSED_VALID, Kind.CLOSED_VALID,
-                                                 Kind.TIMEOUT):
+                                                 Kind.NO_RECEIPT, Kind.TIMEOUT):
         return Outcome.FAILED  # a broker must take well-formed frames and answer a receipt
     known = catalogue()
     if anomaly.statement not in known:
@@ -295,21 +298,30 @@ class _Exchange:
                              statement_id("subscribe.destination-required", self.version),
                              f"no MESSAGE on subscription {lost.key!r} for the SEND to "
                              f"{lost.destination!r} within {self.oracle.deadline:g} s")
+        elif self.closed and self.frames() and self.frames()[-1].command == "DISCONNECT":
+            # The close is what the DISCONNECT asked for: what broke is its RECEIPT, whatever
+            # the frames before it exercised.
+            self.judgement.ended = "closed"
+            self.anomaly(Kind.NO_RECEIPT, statement_id("receipt-header.server-acknowledges",
+                                                       self.version),
+                         "no RECEIPT for DISCONNECT before the connection closed")
         elif self.closed:
             self.judgement.ended = "closed"
             self.anomaly(Kind.CLOSED_VALID, fuzz.statement,
                          "the connection closed with no RECEIPT for well-formed input")
         else:
             self.judgement.ended = "deadline"
-            self.anomaly(Kind.TIMEOUT, statement_id("receipt-header.server-acknowledges",
-                                                    self.version),
+            self.anomaly(Kind.NO_RECEIPT, statement_id("receipt-header.server-acknowledges",
+                                                       self.version),
                          f"no RECEIPT for well-formed input within {self.oracle.deadline:g} s")
 
     def _delivered(self, message: Frame) -> None:
-        """Match a MESSAGE with the first due delivery on its subscription and compare."""
+        """Match a MESSAGE with the first due delivery on its subscription (for one that
+        names none, which the validator judges, on its destination) and compare."""
         key = subscription_of(message, self.version)
+        named = "subscription" in message
         for i, due in enumerate(self.due):
-            if due.key == key:
+            if due.key == key or (not named and due.destination == message.get("destination")):
                 del self.due[i]
                 for statement, detail in compare(due, message, self.version):
                     self.anomaly(Kind.CHANGED_MESSAGE, statement, detail)

@@ -41,7 +41,7 @@ async def replay(finding: Finding, oracle: Oracle, generator: Generator, *,
             judgement = Judgement(ended=f"unreachable: {error}")
         out.judgements.append(judgement)
         for anomaly in judgement.anomalies:
-            if signature(anomaly, finding.input, finding.generator) == finding.signature:
+            if signature(anomaly) == finding.signature:
                 out.reproduced += 1
                 out.matched = out.matched or anomaly
                 break

@@ -1,6 +1,6 @@
-"""The shape of a fuzz input: what stays when the particulars go. Two findings are the
-same bug when the broker answered the same way (response class), broke the same statement,
-and their minimised inputs have the same shape.
+"""The shape of a fuzz input: what stays when the particulars go. A bucket shows the shape
+of its smallest reproducer and counts the shapes of its findings; it is not keyed by shape
+(one bug shows through many inputs: the finding's signature says which bug it is).
 
 A frame's shape is its command and the set of what it carries: the spec's header names
 (any other name counts as `x-*`), and the marks of a broken grammar: a header line
