@@ -246,6 +246,31 @@ def test_regressions_between_runs_of_one_broker(history: DataFrame) -> None:
     assert statements == {("r2", "s.one", 1), ("r3", "s.one", 1), ("r3", "s.two", 1)}
 
 
+def test_regressions_pair_a_case_only_with_the_run_just_before(spark: SparkSession,
+                                                                tmp_path: Path) -> None:
+    """Worst outcome of a case run twice; outcomes that say nothing (skipped, unsupported)
+    change nothing; a case missing from the previous run is not compared with an older
+    one; another broker's runs are not this broker's previous ones."""
+    c = _case
+    records = [
+        c("r1", "01T10:00:00", "c.a", "passed"), c("r1", "01T10:00:00", "c.b", "passed"),
+        c("r1", "01T10:00:00", "c.c", "skipped"), c("r1", "01T10:00:00", "c.d", "passed"),
+        c("r2", "02T10:00:00", "c.a", "passed", statements=("s.two",)),
+        c("r2", "02T10:00:01", "c.a", "error", statements=("s.two",)),
+        c("r2", "02T10:00:00", "c.b", "unsupported"), c("r2", "02T10:00:00", "c.c", "failed"),
+        c("r2", "02T10:00:00", "c.e", "failed"),
+        c("r3", "03T10:00:00", "c.d", "failed"), c("r3", "03T10:00:00", "c.c", "passed"),
+        c("x1", "02T12:00:00", "c.a", "failed", broker="activemq@h:2"),
+    ]
+    frame, _ = stage(spark, [_write(tmp_path / "in", "results-edge.jsonl", records)],
+                     "case_result", tmp_path / "staged")
+    rows = {(r["run_id"], r["case_id"], r["previous_run_id"], r["previous_outcome"],
+             r["outcome"], r["change"], tuple(r["statements"]))
+            for r in jobs.regressions(jobs.cases(frame)).collect()}
+    assert rows == {("r2", "c.a", "r1", "passed", "error", "regressed", ("s.two",)),
+                    ("r3", "c.c", "r2", "failed", "passed", "fixed", ("s.one",))}
+
+
 def test_flaky_means_mixed_outcomes_on_one_build(history: DataFrame) -> None:
     rows = jobs.flaky(history).collect()
     # c.skip was skipped once and passed once: a skip says nothing about the broker
