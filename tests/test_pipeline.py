@@ -9,8 +9,6 @@ start their own JVM in a child process, as a user's would."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,34 +49,6 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
 @pytest.fixture
 def spark(started: Started) -> SparkSession:
     return started.spark
-
-
-def _broker(*flags: str) -> tuple[subprocess.Popen[str], int]:
-    """The reference broker in a child process on a free port: (process, port)."""
-    process = subprocess.Popen([sys.executable, "-m", "conformance", "broker", "--port", "0",
-                                *flags], stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    assert "listening on 127.0.0.1:" in line, line
-    return process, int(line.rsplit(":", 1)[1].split()[0])
-
-
-@pytest.fixture(scope="session")
-def real_records(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Records of two real runs of the header cases on the reference broker: clean, then
-    with the trim-headers fault (a regression between them, on one build)."""
-    folder = tmp_path_factory.mktemp("records")
-    clean = cli("run", "--results", str(folder), "-k", "headers")
-    assert clean.returncode == 0, clean.stderr
-    process, port = _broker("--fault", "trim-headers")
-    try:
-        faulty = cli("run", "--broker", f"127.0.0.1:{port}", "--results", str(folder),
-                     "-k", "headers")
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-    assert faulty.returncode == 1, faulty.stderr
-    return folder
 
 
 # -- schemas against the writers -----------------------------------------------------------
