@@ -428,3 +428,12 @@ def test_first_line_of_a_java_error_drops_the_frames() -> None:
     assert first_line(error) == "IOException: No space left on device"
     assert first_line(RuntimeError("[PATH_NOT_FOUND] Path does not exist: x.")) == \
         "[PATH_NOT_FOUND] Path does not exist: x."
+
+
+def test_the_driver_listens_on_loopback_for_local_mode_and_a_master_on_loopback() -> None:
+    on = ["local[2]", "local", "spark://127.0.0.1:7077", "spark://localhost:7077",
+          "spark://[::1]:7077", "spark://127.0.0.1:7077,127.0.0.2:7078"]
+    off = ["spark://10.0.0.5:7077", "spark://spark-master:7077", "yarn", "k8s://h:443",
+           "spark://127.0.0.1:7077,10.0.0.5:7077"]
+    assert [SparkSettings(master=m).loopback for m in on + off] == \
+        [True] * len(on) + [False] * len(off)

@@ -193,5 +193,6 @@ def test_pipeline_fuzz_on_the_cluster_and_its_buckets_as_local_mode_makes_them(
     again = _pipeline(cluster, "buckets", "--input", str(findings), "--output", str(local),
                       "--master", "local[2]", "--cds")
     assert again.returncode == 0, again.stderr
+    assert "class-data archive used" in again.stderr  # made by a driver of the cluster
     assert _rows(local / "buckets") == _rows(out / "buckets")
     assert _report(local) == _report(out)
