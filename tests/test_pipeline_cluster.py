@@ -120,9 +120,11 @@ def _rows(table: Path) -> list[str]:
 
 
 def _tables(output: Path) -> dict[str, list[str]]:
-    """Every table under OUTPUT by its path (a folder holding _SUCCESS), with its rows."""
-    return {str(done.parent.relative_to(output)): _rows(done.parent)
-            for done in output.rglob("_SUCCESS") if "records" not in done.parent.parts}
+    """Every table under OUTPUT by its path (a folder holding _SUCCESS), with its rows;
+    not the staged records, which name the files they came from."""
+    tables = {done.parent.relative_to(output): done.parent for done in output.rglob("_SUCCESS")}
+    return {str(name): _rows(path) for name, path in tables.items()
+            if name.parts[0] != "records"}
 
 
 def _report(output: Path) -> dict[str, Any]:
