@@ -2,17 +2,22 @@
 
 Generates synthetic case-result records (1M and 10M by default; pyarrow writes them as the
 staged Parquet the jobs read), then times the matrix, regressions and flaky jobs, each
-computed and written as partitioned Parquet, with Spark on local[2] (a child process: one
-JVM per measurement) and the same aggregations with pyarrow in this process, the
-single-machine reference. Row counts of both must agree. Also measures Spark's start:
-PySpark's defaults, this project's quiet fast start, and the same from a class-data-sharing
-archive, each in fresh processes (median of --starts), wall time and the JVM's CPU time.
+computed and written as partitioned Parquet, with Spark on local[2] and on local[1] (child
+processes: one JVM per measurement) and the same aggregations with pyarrow in this process,
+the single-machine reference. Row counts of all must agree. Prints Spark's ratio to pyarrow
+and local[1]'s to local[2] (the scaling from one core to two). Measures apart the ingestion
+the jobs' input comes from: the same records as JSON Lines read with their schema, checked
+and staged as Parquet, as `pipeline` does. Also measures Spark's start: PySpark's defaults,
+this project's quiet fast start, and the same from a class-data-sharing archive (made, as
+a first `pipeline --cds` run makes it, by a session that ran a job), each in fresh
+processes (median of --starts), wall time and the JVM's CPU time.
 
     .venv/bin/python benchmarks/pipeline.py                 # 1M and 10M
     .venv/bin/python benchmarks/pipeline.py --sizes 200000  # a quick look
 
-Needs the `pipeline` extra and a Java 17. Uses --work (default /tmp/stomp-pipeline-bench)
-and removes it at the end unless --keep."""
+Needs the `pipeline` extra and a Java 17. Uses --work (default /tmp/stomp-pipeline-bench;
+10M records need about 5 GB there, the JSON Lines most of it) and removes it at the end
+unless --keep."""
 
 from __future__ import annotations
 
@@ -215,13 +220,14 @@ def _jvm_cpu(spark: Any) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def spark_worker(data: Path, out: Path, fast_jvm: bool, memory: str) -> dict[str, Any]:
+def spark_worker(data: Path, out: Path, master: str, fast_jvm: bool, memory: str
+                 ) -> dict[str, Any]:
     from pyspark.sql import DataFrame
 
     from conformance.pipeline import jobs
     from conformance.pipeline.spark import SparkSettings, start, stop
 
-    started = start(SparkSettings(master="local[2]", fast_jvm=fast_jvm, driver_memory=memory,
+    started = start(SparkSettings(master=master, fast_jvm=fast_jvm, driver_memory=memory,
                                   cache_dir=out / "cache"))
     spark = started.spark
     cases = jobs.cases(spark.read.parquet(str(data)))
@@ -255,6 +261,32 @@ def spark_worker(data: Path, out: Path, fast_jvm: bool, memory: str) -> dict[str
     return timings
 
 
+def ingest_worker(data: Path, out: Path, fast_jvm: bool, memory: str) -> dict[str, Any]:
+    """The records as JSON Lines (written first, not timed), then staged as `pipeline`
+    stages its input: read with the schema, each record checked, written as Parquet, the
+    bad ones counted, the good ones counted."""
+    from conformance.pipeline.load import stage
+    from conformance.pipeline.schemas import TIMESTAMP_FORMAT
+    from conformance.pipeline.spark import SparkSettings, start, stop
+
+    started = start(SparkSettings(master="local[2]", fast_jvm=fast_jvm, driver_memory=memory,
+                                  cache_dir=out / "cache"))
+    spark = started.spark
+    (spark.read.parquet(str(data)).write.mode("overwrite")
+     .option("timestampFormat", TIMESTAMP_FORMAT).json(str(out / "json")))
+    files = sorted((out / "json").glob("part-*.json"))
+    cpu = _jvm_cpu(spark)
+    began = time.perf_counter()
+    good, bad = stage(spark, files, "case_result", out / "staged")
+    records = good.count()
+    seconds = time.perf_counter() - began
+    result = {"seconds": seconds, "records": records, "bad": bad,
+              "json_mb": sum(f.stat().st_size for f in files) / 1e6,
+              "jvm_cpu": _jvm_cpu(spark) - cpu}
+    stop(started)
+    return result
+
+
 def start_worker(mode: str, cache: Path) -> dict[str, float]:
     """One Spark start: `default` (PySpark's builder, local[2], nothing else), `tuned`
     (this project's session, no archive) or `cds` (tuned, from the archive)."""
@@ -269,10 +301,14 @@ def start_worker(mode: str, cache: Path) -> dict[str, float]:
         spark, session = started.spark, started.seconds
     cpu_session = _jvm_cpu(spark)
     began = time.perf_counter()
-    spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+    _first_job(spark)
     first_job = time.perf_counter() - began
     return {"session": session, "first_job": first_job, "jvm_cpu_session": cpu_session,
             "jvm_cpu_total": _jvm_cpu(spark)}
+
+
+def _first_job(spark: Any) -> None:
+    spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
 
 
 def _child(*args: str) -> dict[str, Any]:
@@ -289,11 +325,13 @@ def measure_starts(work: Path, repeats: int) -> None:
     from conformance.pipeline.spark import SparkSettings, start, stop
     began = time.perf_counter()
     cpu0 = os.times()
-    stop(start(SparkSettings(master="local[2]", cds=True, cache_dir=cache)))  # writes it
+    started = start(SparkSettings(master="local[2]", cds=True, cache_dir=cache))
+    _first_job(started.spark)
+    stop(started)  # writes the archive
     cpu1 = os.times()
     jvm = (cpu1.children_user + cpu1.children_system
            - cpu0.children_user - cpu0.children_system)
-    print(f"making the class-data archive (a start, a stop): "
+    print(f"making the class-data archive (a start, a first job, a stop): "
           f"{time.perf_counter() - began:.1f} s wall, {jvm:.1f} JVM CPU s")
     samples: dict[str, list[dict[str, float]]] = {m: [] for m in ("default", "tuned", "cds")}
     for _ in range(repeats):
@@ -301,14 +339,67 @@ def measure_starts(work: Path, repeats: int) -> None:
             samples[mode].append(_child("--start-worker", mode, str(cache)))
     print(f"\nSpark start on local[2], median of {repeats} fresh processes "
           "(session = getOrCreate; first job = a tiny groupBy):")
-    print(f"{'':28}{'session s':>10}{'first job s':>12}{'JVM CPU s at ready':>20}"
-          f"{'JVM CPU s after job':>21}")
+    print(f"{'':28}{'session s':>10}{'first job s':>12}{'start to job s':>15}"
+          f"{'JVM CPU s at ready':>20}{'JVM CPU s after job':>21}")
     labels = {"default": "PySpark defaults", "tuned": "quiet + fast JVM flags",
               "cds": "quiet + fast JVM + CDS"}
     for mode, runs in samples.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        both = statistics.median(r["session"] + r["first_job"] for r in runs)
         print(f"{labels[mode]:28}{med['session']:>10.2f}{med['first_job']:>12.2f}"
-              f"{med['jvm_cpu_session']:>20.2f}{med['jvm_cpu_total']:>21.2f}")
+              f"{both:>15.2f}{med['jvm_cpu_session']:>20.2f}{med['jvm_cpu_total']:>21.2f}")
+
+
+JOBS = ("matrix", "regressions", "flaky")
+
+
+def measure_size(size: int, work: Path, args: argparse.Namespace) -> None:
+    data = work / f"records-{size}"
+    made = generate(size, data)
+    megabytes = sum(p.stat().st_size for p in data.glob("*.parquet")) / 1e6
+    print(f"\n{size:,} records ({size // CASES_PER_RUN:,} runs of {CASES_PER_RUN} "
+          f"cases, {BROKERS} brokers): generated in {made:.1f} s, {megabytes:.0f} MB Parquet")
+    arrow = run_arrow(data, work / "arrow")
+    shutil.rmtree(work / "arrow", ignore_errors=True)
+    fast = "1" if args.jit == "fast" else "0"
+    spark: dict[str, dict[str, Any]] = {}
+    for master in ("local[2]", "local[1]") if args.scaling else ("local[2]",):
+        spark[master] = _child("--spark-worker", str(data), str(work / "spark"), master, fast,
+                               args.driver_memory)
+        shutil.rmtree(work / "spark", ignore_errors=True)
+    for master, peer in spark.items():
+        for job in JOBS:
+            if peer["rows"][job] != arrow["rows"][job]:
+                raise SystemExit(f"{job}: spark {master} wrote {peer['rows'][job]} rows, "
+                                 f"pyarrow {arrow['rows'][job]}")
+    two, one = spark["local[2]"], spark.get("local[1]")
+    print(f"{'job':14}{'pyarrow s':>11}{'spark local[2] s':>18}{'spark/pyarrow':>15}"
+          + (f"{'spark local[1] s':>18}{'local[1]/[2]':>14}" if one else "")
+          + f"{'rows (all)':>14}   ({args.jit} JIT)")
+
+    def row(name: str, a: float, s2: float, s1: float | None, rows: str) -> None:
+        print(f"{name:14}{a:>11.2f}{s2:>18.2f}{s2 / a:>14.2f}x"
+              + (f"{s1:>18.2f}{s1 / s2:>13.2f}x" if s1 is not None else "") + f"{rows:>14}")
+
+    for job in JOBS:
+        row(job, arrow[job], two[job], one[job] if one else None, f"{arrow['rows'][job]:,}")
+    total = {name: sum(peer[j] for j in JOBS) for name, peer in spark.items()}
+    row("all three", sum(arrow[j] for j in JOBS), total["local[2]"], total.get("local[1]"), "")
+    print(f"(pyarrow read: {arrow['read']:.2f} s, not in its times; spark start: "
+          + ", ".join(f"{m} {p['start']:.1f} s" for m, p in spark.items())
+          + "; JVM CPU, start and jobs: "
+          + ", ".join(f"{m} {p['jvm_cpu']:.0f} s" for m, p in spark.items()) + ")")
+    if args.ingest:
+        ingest = _child("--ingest-worker", str(data), str(work / "ingest"), fast,
+                        args.driver_memory)
+        shutil.rmtree(work / "ingest", ignore_errors=True)
+        if ingest["records"] != size or ingest["bad"]:
+            raise SystemExit(f"ingestion staged {ingest['records']} records of {size}, "
+                             f"{ingest['bad']} bad")
+        print(f"ingestion, JSON Lines to staged Parquet (spark local[2]): "
+              f"{ingest['json_mb']:,.0f} MB of JSON in {ingest['seconds']:.1f} s, "
+              f"{size / ingest['seconds']:,.0f} records/s, JVM CPU {ingest['jvm_cpu']:.0f} s")
+    shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> None:
@@ -318,19 +409,29 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--starts", type=int, default=3,
                         help="start measurements per mode (0: none)")
-    parser.add_argument("--jit", choices=["full", "fast", "both"], default="full",
-                        help="Spark's JIT for the jobs: full (both tiers: long jobs), fast "
-                             "(the first tier only, the pipeline's default for quick "
-                             "starts) or both (default full)")
+    parser.add_argument("--jit", choices=["full", "fast"], default="full",
+                        help="Spark's JIT for the jobs: full (both tiers, the second for "
+                             "long-running code: long jobs; default) or fast (the first tier "
+                             "only, the pipeline's default for quick starts)")
+    parser.add_argument("--scaling", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run the jobs on local[1] (default: yes)")
+    parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
+                        help="also measure the ingestion of JSON Lines (default: yes)")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--spark-worker", nargs=4, metavar=("DATA", "OUT", "FAST", "MEM"),
+    parser.add_argument("--spark-worker", nargs=5,
+                        metavar=("DATA", "OUT", "MASTER", "FAST", "MEM"), help=argparse.SUPPRESS)
+    parser.add_argument("--ingest-worker", nargs=4, metavar=("DATA", "OUT", "FAST", "MEM"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--start-worker", nargs=2, metavar=("MODE", "CACHE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.spark_worker:
-        data, out, fast, memory = args.spark_worker
-        print(json.dumps(spark_worker(Path(data), Path(out), fast == "1", memory)))
+        data, out, master, fast, memory = args.spark_worker
+        print(json.dumps(spark_worker(Path(data), Path(out), master, fast == "1", memory)))
+        return
+    if args.ingest_worker:
+        data, out, fast, memory = args.ingest_worker
+        print(json.dumps(ingest_worker(Path(data), Path(out), fast == "1", memory)))
         return
     if args.start_worker:
         print(json.dumps(start_worker(args.start_worker[0], Path(args.start_worker[1]))))
@@ -341,39 +442,7 @@ def main() -> None:
         if args.starts > 0:
             measure_starts(work, args.starts)
         for size in args.sizes:
-            data = work / f"records-{size}"
-            made = generate(size, data)
-            megabytes = sum(p.stat().st_size for p in data.glob("*.parquet")) / 1e6
-            print(f"\n{size:,} records ({size // CASES_PER_RUN:,} runs of {CASES_PER_RUN} "
-                  f"cases, {BROKERS} brokers): generated in {made:.1f} s, "
-                  f"{megabytes:.0f} MB Parquet")
-            arrow = run_arrow(data, work / "arrow")
-            shutil.rmtree(work / "arrow", ignore_errors=True)
-            peers = {}
-            for jit in (("full", "fast") if args.jit == "both" else (args.jit,)):
-                peers[f"spark, {jit} JIT"] = _child("--spark-worker", str(data),
-                                                   str(work / "spark"),
-                                                   "1" if jit == "fast" else "0",
-                                                   args.driver_memory)
-            shutil.rmtree(work / "spark", ignore_errors=True)
-            print(f"{'job':14}{'pyarrow s':>11}" + "".join(f"{p + ' s':>18}" for p in peers)
-                  + f"{'spark/pyarrow':>15}{'rows (both)':>14}   (spark on local[2])")
-            for job in ("matrix", "regressions", "flaky"):
-                spark = next(iter(peers.values()))
-                if spark["rows"][job] != arrow["rows"][job]:
-                    raise SystemExit(f"{job}: spark wrote {spark['rows'][job]} rows, pyarrow "
-                                     f"{arrow['rows'][job]}")
-                print(f"{job:14}{arrow[job]:>11.2f}"
-                      + "".join(f"{p[job]:>18.2f}" for p in peers.values())
-                      + f"{spark[job] / arrow[job]:>14.1f}x{arrow['rows'][job]:>14,}")
-            total_a = sum(arrow[j] for j in ("matrix", "regressions", "flaky"))
-            first = next(iter(peers.values()))
-            total_s = sum(first[j] for j in ("matrix", "regressions", "flaky"))
-            print(f"{'all three':14}{total_a:>11.2f}{total_s:>18.2f}"
-                  f"{total_s / total_a:>{14 + 18 * (len(peers) - 1)}.1f}x   (pyarrow read: "
-                  f"{arrow['read']:.2f} s; spark start {first['start']:.1f} s, "
-                  f"JVM CPU {first['jvm_cpu']:.0f} s)")
-            shutil.rmtree(data, ignore_errors=True)
+            measure_size(size, work, args)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

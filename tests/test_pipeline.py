@@ -9,8 +9,6 @@ start their own JVM in a child process, as a user's would."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,34 +49,6 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
 @pytest.fixture
 def spark(started: Started) -> SparkSession:
     return started.spark
-
-
-def _broker(*flags: str) -> tuple[subprocess.Popen[str], int]:
-    """The reference broker in a child process on a free port: (process, port)."""
-    process = subprocess.Popen([sys.executable, "-m", "conformance", "broker", "--port", "0",
-                                *flags], stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    assert "listening on 127.0.0.1:" in line, line
-    return process, int(line.rsplit(":", 1)[1].split()[0])
-
-
-@pytest.fixture(scope="session")
-def real_records(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Records of two real runs of the header cases on the reference broker: clean, then
-    with the trim-headers fault (a regression between them, on one build)."""
-    folder = tmp_path_factory.mktemp("records")
-    clean = cli("run", "--results", str(folder), "-k", "headers")
-    assert clean.returncode == 0, clean.stderr
-    process, port = _broker("--fault", "trim-headers")
-    try:
-        faulty = cli("run", "--broker", f"127.0.0.1:{port}", "--results", str(folder),
-                     "-k", "headers")
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-    assert faulty.returncode == 1, faulty.stderr
-    return folder
 
 
 # -- schemas against the writers -----------------------------------------------------------
@@ -244,6 +214,31 @@ def test_regressions_between_runs_of_one_broker(history: DataFrame) -> None:
     statements = {(r["run_id"], r["statement"], r["cases"]) for r in
                   jobs.regressed_statements(jobs.regressions(history)).collect()}
     assert statements == {("r2", "s.one", 1), ("r3", "s.one", 1), ("r3", "s.two", 1)}
+
+
+def test_regressions_pair_a_case_only_with_the_run_just_before(spark: SparkSession,
+                                                                tmp_path: Path) -> None:
+    """Worst outcome of a case run twice; outcomes that say nothing (skipped, unsupported)
+    change nothing; a case missing from the previous run is not compared with an older
+    one; another broker's runs are not this broker's previous ones."""
+    c = _case
+    records = [
+        c("r1", "01T10:00:00", "c.a", "passed"), c("r1", "01T10:00:00", "c.b", "passed"),
+        c("r1", "01T10:00:00", "c.c", "skipped"), c("r1", "01T10:00:00", "c.d", "passed"),
+        c("r2", "02T10:00:00", "c.a", "passed", statements=("s.two",)),
+        c("r2", "02T10:00:01", "c.a", "error", statements=("s.two",)),
+        c("r2", "02T10:00:00", "c.b", "unsupported"), c("r2", "02T10:00:00", "c.c", "failed"),
+        c("r2", "02T10:00:00", "c.e", "failed"),
+        c("r3", "03T10:00:00", "c.d", "failed"), c("r3", "03T10:00:00", "c.c", "passed"),
+        c("x1", "02T12:00:00", "c.a", "failed", broker="activemq@h:2"),
+    ]
+    frame, _ = stage(spark, [_write(tmp_path / "in", "results-edge.jsonl", records)],
+                     "case_result", tmp_path / "staged")
+    rows = {(r["run_id"], r["case_id"], r["previous_run_id"], r["previous_outcome"],
+             r["outcome"], r["change"], tuple(r["statements"]))
+            for r in jobs.regressions(jobs.cases(frame)).collect()}
+    assert rows == {("r2", "c.a", "r1", "passed", "error", "regressed", ("s.two",)),
+                    ("r3", "c.c", "r2", "failed", "passed", "fixed", ("s.one",))}
 
 
 def test_flaky_means_mixed_outcomes_on_one_build(history: DataFrame) -> None:
@@ -471,3 +466,12 @@ def test_first_line_of_a_java_error_drops_the_frames() -> None:
     assert first_line(error) == "IOException: No space left on device"
     assert first_line(RuntimeError("[PATH_NOT_FOUND] Path does not exist: x.")) == \
         "[PATH_NOT_FOUND] Path does not exist: x."
+
+
+def test_the_driver_listens_on_loopback_for_local_mode_and_a_master_on_loopback() -> None:
+    on = ["local[2]", "local", "spark://127.0.0.1:7077", "spark://localhost:7077",
+          "spark://[::1]:7077", "spark://127.0.0.1:7077,127.0.0.2:7078"]
+    off = ["spark://10.0.0.5:7077", "spark://spark-master:7077", "yarn", "k8s://h:443",
+           "spark://127.0.0.1:7077,10.0.0.5:7077"]
+    assert [SparkSettings(master=m).loopback for m in on + off] == \
+        [True] * len(on) + [False] * len(off)

@@ -57,10 +57,11 @@ def _spark_flags(verb: argparse.ArgumentParser) -> None:
     spark.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE",
                        help="any Spark setting (repeatable)")
     spark.add_argument("--full-jit", action="store_true",
-                       help="local mode: let the JIT use both tiers (slower to start, faster "
-                            "on millions of records); default: the first tier only")
+                       help="let the driver's JIT use both tiers (local mode: slower to "
+                            "start, faster on millions of records); default: the first tier "
+                            "only")
     spark.add_argument("--cds", action="store_true",
-                       help="local mode: start the JVM from a class-data-sharing archive in "
+                       help="start the driver's JVM from a class-data-sharing archive in "
                             "the user's cache; the first run with --cds makes it (about 45 "
                             "CPU-seconds, once), later ones start faster")
 

@@ -67,15 +67,20 @@ def _outcome_of(rank: Column) -> Column:
 
 def cases(records: DataFrame) -> DataFrame:
     """Case-result records with broker, build and broker_version."""
-    version = F.regexp_extract(F.col("broker_server"), r"^[^/\s]+/(\S+)", 1)
     return records.select(
         "run_id", "timestamp", "tool_version", "broker_id", "broker_server", "case_id",
-        "version", "statements", "level", "outcome", "duration_ms",
-        F.substring_index("broker_id", "@", 1).alias("broker"),
-        F.coalesce(F.col("broker_server"), F.col("broker_id")).alias("build"),
-        F.when(F.length(version) > 0, version).otherwise(F.lit("unknown"))
-        .alias("broker_version"),
-    )
+        "version", "statements", "level", "outcome", "duration_ms", *_derived())
+
+
+def _derived() -> list[Column]:
+    """broker, build and broker_version, from broker_id and broker_server: a job that
+    groups many records by them groups by those two first and derives them from the few
+    rows left (the regular expression then runs once per group, not per record)."""
+    version = F.regexp_extract(F.col("broker_server"), r"^[^/\s]+/(\S+)", 1)
+    return [F.substring_index("broker_id", "@", 1).alias("broker"),
+            F.coalesce(F.col("broker_server"), F.col("broker_id")).alias("build"),
+            F.when(F.length(version) > 0, version).otherwise(F.lit("unknown"))
+            .alias("broker_version")]
 
 
 # -- matrix --------------------------------------------------------------------------------
@@ -94,9 +99,13 @@ def matrix(cases: DataFrame) -> Matrix:
 
 
 def matrix_by_run(cases: DataFrame) -> DataFrame:
-    exploded = cases.select("broker", "broker_version", "build", "run_id", "timestamp",
-                            F.col("version").alias("stomp_version"), "outcome",
-                            F.explode("statements").alias("statement"))
+    # Grouped where the records of a run meet (the keys hold run_id): one aggregation after
+    # the shuffle instead of a partial one before it, which would barely shrink the rows
+    # (a statement seldom comes twice in a run) and spill on millions of them.
+    exploded = (cases.select("broker", "broker_version", "build", "run_id", "timestamp",
+                             F.col("version").alias("stomp_version"), "outcome", "statements")
+                .repartition("run_id")
+                .select("*", F.explode("statements").alias("statement")).drop("statements"))
     return (exploded.groupBy("broker", "broker_version", "build", "run_id", "statement",
                              "stomp_version")
             .agg(F.min("timestamp").alias("timestamp"),
@@ -120,7 +129,11 @@ def matrix_by_version(by_run: DataFrame) -> DataFrame:
 
 def runs(cases: DataFrame) -> DataFrame:
     """One row per run: when, which build, and the run before it on the same broker."""
-    per_run = cases.groupBy("broker", "run_id").agg(
+    # a few rows per run first (a hash aggregation), then the rest on those
+    per_build = (cases.groupBy("broker_id", "broker_server", "run_id")
+                 .agg(F.min("timestamp").alias("timestamp"))
+                 .select("run_id", "timestamp", *_derived()))
+    per_run = per_build.groupBy("broker", "run_id").agg(
         F.min("timestamp").alias("timestamp"), F.max("build").alias("build"),
         F.max("broker_version").alias("broker_version"))
     order = Window.partitionBy("broker").orderBy("timestamp", "run_id")
@@ -133,22 +146,38 @@ def regressions(cases: DataFrame) -> DataFrame:
     """Case runs whose outcome turned from passed to failed or error ('regressed') or back
     ('fixed') since the broker's previous run; a case run twice in one run counts by its
     worst outcome."""
-    per_case = (cases.groupBy("broker", "run_id", "case_id", "version")
-                .agg(F.min(_severity(F.col("outcome"))).alias("rank"),
-                     F.first("statements").alias("statements")))
-    order = runs(cases).where(F.col("previous_run_id").isNotNull())
-    before = per_case.select("broker", F.col("run_id").alias("previous_run_id"), "case_id",
-                             "version", F.col("rank").alias("previous_rank"))
-    joined = (per_case.join(order, ["broker", "run_id"])
-              .join(before, ["broker", "previous_run_id", "case_id", "version"]))
-    now, then = _outcome_of(F.col("rank")), _outcome_of(F.col("previous_rank"))
-    change = (F.when((then == "passed") & now.isin(*BAD), F.lit("regressed"))
-              .when(then.isin(*BAD) & (now == "passed"), F.lit("fixed")))
-    return (joined.withColumn("change", change).where(F.col("change").isNotNull())
-            .select("broker", "run_id", "timestamp", "build", "broker_version",
-                    "previous_run_id", "previous_timestamp", "previous_build", "case_id",
-                    "version", "statements", then.alias("previous_outcome"),
-                    now.alias("outcome"), "change"))
+    keys = ["broker", "run_id", "case_id", "version"]
+    order = F.broadcast(runs(cases).where(F.col("previous_run_id").isNotNull()))
+    none = F.lit(None).cast("int")
+    # An outcome ranked after passed (unsupported, skipped, ...) never decides a change:
+    # a case run's worst outcome is passed, failed or error without it, or neither.
+    ranked = (cases.select(*keys, _severity(F.col("outcome")).alias("r"))
+              .where(F.col("r") <= SEVERITY.index("passed")))
+    # Each record counts at its own run (rank) and at the broker's next run
+    # (previous_rank): one aggregation pairs a case run with the same case in the run
+    # before, without joining millions of records with themselves.
+    following = order.select("broker", F.col("previous_run_id").alias("run_id"),
+                             F.col("run_id").alias("next_run_id"))
+    now = ranked.select(*keys, F.col("r").alias("rank"), none.alias("previous_rank"))
+    then = (ranked.join(following, ["broker", "run_id"])
+            .select("broker", F.col("next_run_id").alias("run_id"), "case_id", "version",
+                    none.alias("rank"), F.col("r").alias("previous_rank")))
+    # shuffled whole: a partial aggregation first would hardly shrink them
+    paired = (now.unionByName(then).repartition("broker", "case_id", "version").groupBy(*keys)
+              .agg(F.min("rank").alias("rank"), F.min("previous_rank").alias("previous_rank")))
+    now_, then_ = _outcome_of(F.col("rank")), _outcome_of(F.col("previous_rank"))
+    change = (F.when((then_ == "passed") & now_.isin(*BAD), F.lit("regressed"))
+              .when(then_.isin(*BAD) & (now_ == "passed"), F.lit("fixed")))
+    changed = paired.withColumn("change", change).where(F.col("change").isNotNull())
+    # the statements of the few case runs that changed, from their records
+    joined = (cases.select(*keys, "statements").join(F.broadcast(changed), keys)
+              .groupBy(*keys, "rank", "previous_rank", "change")
+              .agg(F.first("statements").alias("statements"))
+              .join(order, ["broker", "run_id"]))
+    return joined.select("broker", "run_id", "timestamp", "build", "broker_version",
+                         "previous_run_id", "previous_timestamp", "previous_build", "case_id",
+                         "version", "statements", then_.alias("previous_outcome"),
+                         now_.alias("outcome"), "change")
 
 
 def regressed_statements(regressions: DataFrame) -> DataFrame:
@@ -166,13 +195,23 @@ def regressed_statements(regressions: DataFrame) -> DataFrame:
 def flaky(cases: DataFrame) -> DataFrame:
     """Cases with more than one outcome on one build (skips not counted), with how often
     the minority outcomes came: flake_rate = 1 - (commonest outcome's share)."""
+    keys = ["broker", "build", "broker_version", "case_id", "version"]
     ran = cases.where(~F.col("outcome").isin(*NOT_RUN))
-    grouped = (ran.groupBy("broker", "build", "broker_version", "case_id", "version")
-               .agg(F.count(F.lit(1)).alias("executions"), *_counts(),
+    # the records to a few rows per case and outcome first: a hash aggregation (the sets
+    # and arrays of the second one would need slower ones), then the rest on those
+    outcomes = (ran.groupBy("broker_id", "broker_server", "case_id", "version", "outcome",
+                            "statements")
+                .agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("first_seen"),
+                     F.max("timestamp").alias("last_seen"))
+                .select("*", *_derived()))
+    grouped = (outcomes.groupBy(*keys)
+               .agg(F.sum("n").alias("executions"),
+                    *[F.sum(F.when(F.col("outcome") == o, F.col("n")).otherwise(0))
+                      .alias(count_name(o)) for o in SEVERITY],
                     F.array_sort(F.collect_set("outcome")).alias("outcomes"),
                     F.first("statements").alias("statements"),
-                    F.min("timestamp").alias("first_seen"),
-                    F.max("timestamp").alias("last_seen")))
+                    F.min("first_seen").alias("first_seen"),
+                    F.max("last_seen").alias("last_seen")))
     commonest = F.greatest(*[F.col(c) for c in COUNTS if c not in NOT_RUN])
     return (grouped.where(F.size("outcomes") > 1)
             .withColumn("flake_rate", F.round(1 - commonest / F.col("executions"), 6))

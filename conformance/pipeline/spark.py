@@ -1,22 +1,26 @@
 """A SparkSession that starts fast and keeps quiet.
 
-On small inputs the JVM's start dominates, so in local mode the session: turns the UI and
-the progress bar off; logs errors only, into a file (`SparkSettings.log_file`), so the
-terminal never shows a Java stack trace; uses few shuffle partitions; runs the JIT's first
-tier only (`-XX:TieredStopAtLevel=1`: a short job never lives long enough for the second to
-pay off); and, with `cds`, maps the classes it loaded last time from a class-data-sharing
-archive instead of parsing and verifying thousands of them again. The first session with
-`cds` writes the archive when its JVM exits (`stop`); it is keyed by the Spark version, the
-Java and the class path, so an upgrade makes a new one. benchmarks/pipeline.py measures
-each step.
+On small inputs the JVM's start dominates, so the session: turns the UI and the progress
+bar off; logs errors only, into a file (`SparkSettings.log_file`), so the terminal never
+shows a Java stack trace; in local mode uses few shuffle partitions; runs the driver's JIT
+at its first tier only (`-XX:TieredStopAtLevel=1`: a short job never lives long enough for
+the second to pay off); and, with `cds`, maps the classes the driver loaded last time from
+a class-data-sharing archive instead of parsing and verifying thousands of them again. The
+first session with `cds` writes the archive when its JVM exits (`stop`); it is keyed by the
+Spark version, the Java and the class path, so an upgrade makes a new one.
+benchmarks/pipeline.py measures each step.
 
-With any other master (`spark://...`, `yarn`, `k8s://...`) only the quiet settings apply:
-the cluster's own configuration decides the rest."""
+The driver always runs here (PySpark's client mode), so its JVM flags apply whatever the
+master; with another master than local (`spark://...`, `yarn`, `k8s://...`) the cluster's
+own configuration decides the rest (the executors, the shuffle partitions). A standalone
+master on loopback (`spark://127.0.0.1:7077`, a cluster on this machine) has the driver
+listen on loopback too, where its executors reach it."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import os
 import re
 import shutil
@@ -33,9 +37,17 @@ import pyspark
 from pyspark.sql import SparkSession
 
 LOCAL_DEFAULT = "local[*]"
-#: Flags of the driver JVM in local mode: first JIT tier only, and no JVM log lines (the CDS
+#: Flags of the driver's JVM in local mode, where it is the executor too: the throughput
+#: collector (G1's concurrent threads cost a small machine CPU the tasks need).
+LOCAL_JVM = ("-XX:+UseParallelGC",)
+#: With `fast_jvm` (any master): the JIT's first tier only, and no JVM log lines (the CDS
 #: archive's warnings about classes it skips) on the terminal.
 FAST_JVM = ("-XX:TieredStopAtLevel=1", "-Xlog:disable")
+#: Without, in local mode: the second tier only for code that runs long (the tasks' inner
+#: loops), not for the thousands of methods of Spark's planning it would otherwise compile on
+#: the cores the tasks need: a third less JIT work on 1M records, tasks as fast at 10M.
+FULL_JVM = ("-XX:Tier4InvocationThreshold=100000", "-XX:Tier4CompileThreshold=150000",
+            "-XX:Tier4BackEdgeThreshold=400000")
 #: Seconds after which an archive still being written is taken for a killed session's.
 STALE_PART_S = 3600
 #: Octets the log may hold before a session starts it anew.
@@ -54,9 +66,9 @@ class SparkSettings:
     shuffle_partitions: int | None = None
     #: the driver's heap, e.g. "4g" (local mode: the driver is the executor)
     driver_memory: str | None = None
-    #: the first-tier JIT flags (local mode only)
+    #: the driver's JIT at its first tier only (else, in local mode, FULL_JVM)
     fast_jvm: bool = True
-    #: use, or make, a class-data-sharing archive (local mode only)
+    #: start the driver from, or make, a class-data-sharing archive
     cds: bool = False
     #: where the archive and the log live (default: the user's cache)
     cache_dir: Path | None = None
@@ -66,6 +78,16 @@ class SparkSettings:
     @property
     def local(self) -> bool:
         return self.master == "local" or self.master.startswith("local[")
+
+    @property
+    def loopback(self) -> bool:
+        """Local mode, or a standalone master on this machine's loopback."""
+        if self.local:
+            return True
+        if not self.master.startswith("spark://"):
+            return False
+        hosts = [h.rpartition(":")[0].strip("[]") for h in self.master[8:].split(",")]
+        return all(h == "localhost" or _loopback_ip(h) for h in hosts)
 
     @property
     def cache(self) -> Path:
@@ -90,6 +112,13 @@ class Started:
     cds: str
     _archive: Path | None = None
     _partial: Path | None = None
+
+
+def _loopback_ip(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _cores(master: str) -> int:
@@ -127,8 +156,12 @@ def _java_options(settings: SparkSettings, archive: Path | None, partial: Path |
                   ) -> str:
     config = Path(__file__).with_name("log4j2.properties")
     options = [f"-Dlog4j2.configurationFile={config.as_uri()}"]
-    if settings.local and settings.fast_jvm:
+    if settings.local:
+        options += LOCAL_JVM
+    if settings.fast_jvm:
         options += FAST_JVM
+    elif settings.local:
+        options += FULL_JVM
     if archive is not None:
         options.append(f"-XX:SharedArchiveFile={archive}")
     elif partial is not None:
@@ -147,7 +180,9 @@ def _builder(settings: SparkSettings, java_options: str) -> SparkSession.Builder
     partitions = settings.shuffle_partitions
     if settings.local:
         partitions = partitions or 2 * _cores(settings.master)
-        # Local mode talks to itself only: no host name lookup, nothing on other interfaces.
+    if settings.loopback:
+        # Spark on this machine talks to itself only: no host name lookup, nothing on other
+        # interfaces.
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1"))
     if partitions is not None:
@@ -168,9 +203,11 @@ def start(settings: SparkSettings | None = None) -> Started:
     # The executors (Python workers) run this interpreter, where this package is installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Given, spark-submit's scripts need not start a Python to look for it.
+    os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
     archive = partial = None
     state = "off"
-    if settings.cds and settings.local:
+    if settings.cds:
         _drop_stale_parts(settings.cache)
         archive = archive_path(settings)
         if archive.is_file():
