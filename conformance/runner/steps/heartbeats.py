@@ -62,12 +62,22 @@ async def watch(conn: Connection, transcript: Transcript, clock: Callable[[], fl
                 window: float) -> tuple[int, float]:
     """Watch `conn` for `window` seconds: the heart-beat EOLs that came (taken from its
     queue; frames stay there) and the longest silence between arrivals of any data, from
-    the transcript's timestamps (the whole window when nothing came)."""
+    the transcript's timestamps (the whole window when nothing came). EOLs queued before
+    the window are dropped uncounted: they came before it, most often as the EOLs a peer
+    may write after a frame's NUL (frame = ... NULL *( EOL ))."""
+    _take_heartbeats(conn)
     start = clock()
     await asyncio.sleep(window)
     end = clock()
     arrivals = [r.t for r in transcript.records()
                 if r.conn == conn.name and r.direction == "in" and start <= r.t <= end]
+    beats = _take_heartbeats(conn)
+    points = [start, *arrivals, end]
+    return beats, max(b - a for a, b in zip(points, points[1:], strict=False))
+
+
+def _take_heartbeats(conn: Connection) -> int:
+    """Take the heart-beat EOLs out of `conn`'s queue, leaving its frames in order; how many."""
     kept: list[Received] = []
     beats = 0
     while conn.queue:
@@ -77,8 +87,7 @@ async def watch(conn: Connection, transcript: Transcript, clock: Callable[[], fl
         else:
             kept.append(event)
     conn.queue.extendleft(reversed(kept))
-    points = [start, *arrivals, end]
-    return beats, max(b - a for a, b in zip(points, points[1:], strict=False))
+    return beats
 
 
 async def step_expect_heartbeats(run: CaseRun, args: dict[str, Any]) -> None:
