@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import secrets
 import shlex
 import sys
@@ -144,8 +143,5 @@ def _selftest(args: argparse.Namespace, driver: str) -> Exit:
         cases, full=args.full, jobs=args.jobs, timeout=args.timeout, driver=driver,
         transport=args.transport,
         progress=lambda text: progress.print(Text(text, style="dim"))))
-    if args.json:
-        json.dump(result.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return Exit.OK if result.ok else Exit.FAILED
-    return show_kills(result, "the reference driver", "clients selftest")
+    return show_kills(result, "the reference driver", "clients selftest",
+                      as_json=bool(args.json))

@@ -59,16 +59,17 @@ def selftest_command(args: argparse.Namespace) -> Exit:
     result = asyncio.run(selftest(cases, full=args.full, jobs=args.jobs,
                                   websocket=args.transport == "ws",
                                   progress=lambda text: console.print(Text(text, style="dim"))))
-    if args.json:
+    return show_kills(result, "the reference broker", "selftest", as_json=args.json)
+
+
+def show_kills(result: SelfTest, reference: str, name: str, *, as_json: bool = False) -> Exit:
+    """A selftest on the console: what does not pass on the `reference`, the case x fault
+    kill matrix, the faults that kill nothing, and the one line that sums it up; or, with
+    `as_json`, its JSON on standard output."""
+    if as_json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return Exit.OK if result.ok else Exit.FAILED
-    return show_kills(result, "the reference broker", "selftest")
-
-
-def show_kills(result: SelfTest, reference: str, name: str) -> Exit:
-    """A selftest on the console: what does not pass on the `reference`, the case x fault
-    kill matrix, the faults that kill nothing, and the one line that sums it up."""
     out = make_console()
     for r in result.not_passing:
         out.print(Text(f"does not pass on {reference}: {r.id} [{r.version}] "

@@ -80,6 +80,8 @@ class Message:
     message_id: str | None = None
     #: the case variable its last delivery's ack id was captured into
     var: str | None = None
+    #: the rule of the transaction aborted with an ACK or NACK of its last delivery in it
+    rolled_back: str | None = None
     delivered_at: int = -1
     deliveries: int = 0
     #: released by UNSUBSCRIBE on this connection: queued again when the connection ends
@@ -198,12 +200,17 @@ class Model:
                 self._settle(slot, body, nack=kind == "nack")
 
     def abort(self, slot: str, tx: str, *, implicit: bool = False) -> None:
+        rule = IMPLICIT_ABORT if implicit else ATOMIC
         for kind, body in self.sessions[slot].txs.pop(tx):
+            message = self.messages[body]
             if kind == "send":
-                rule = IMPLICIT_ABORT if implicit else ATOMIC
                 how = "left open when its connection ended" if implicit else "aborted"
-                self._set(self.messages[body], State.DROPPED, (rule, ATOMIC),
+                self._set(message, State.DROPPED, (rule, ATOMIC),
                           f"sent in transaction {tx}, {how}")
+            elif message.state is State.IN_FLIGHT:
+                # its ACK or NACK never took effect: a broker that applied it anyway breaks
+                # the transaction's rule first
+                message.rolled_back = rule
 
     def ack(self, slot: str, body: str, tx: str | None = None, *, nack: bool = False) -> None:
         if tx is not None:
@@ -222,7 +229,8 @@ class Model:
         back = State.QUEUED if self.redelivery else State.RELEASED
         for sub in session.subs.values():
             for message in self._held_by(session, sub.id):
-                rules = (*self._suspects(session, message),
+                aborted = (message.rolled_back,) if message.rolled_back else ()
+                rules = (*aborted, *self._suspects(session, message),
                          CUMULATIVE if sub.mode == "client" else INDIVIDUAL, REDELIVER)
                 self._set(message, back, rules, f"unacknowledged on {sub.mode} subscription "
                           f"{sub.id} when its connection ended")
@@ -277,6 +285,7 @@ class Model:
         message.deliveries += 1
         message.delivered_at = self._tick()
         message.ack, message.message_id, message.limbo = ack, message_id, None
+        message.rolled_back = None
         message.holder = Holder(slot, session.incarnation, sub.id)
         sub.order.append(body)
         if sub.mode == "auto":
