@@ -274,6 +274,22 @@ def test_parallel_jobs_events_and_stable_order(tmp_path: Path) -> None:
     assert finish.duration < 0.75  # the four 0.2 s cases overlapped
 
 
+def test_a_case_the_profile_runs_alone_has_nothing_beside_it(tmp_path: Path) -> None:
+    profile = tmp_path / "lonely.yaml"
+    profile.write_text("name: lonely\nalone: [t.c2]\n")
+    texts = [case("- connect: {}\n- sleep: 0.1", id=f"t.c{i}") for i in range(4)]
+    events: list[RunEvent] = []
+    with serving(TinyBroker()) as port:
+        results = run_cases(tmp_path, port, *texts, events=events, jobs=4,
+                            profile=str(profile))
+    assert {r.outcome for r in results} == {Outcome.PASSED}
+    order = [(type(e).__name__, e.case.id if isinstance(e, CaseStarted) else e.result.id)
+             for e in events if isinstance(e, CaseStarted | CaseFinished)]
+    # it starts first and finishes before any other starts; the others then overlap
+    assert order[:2] == [("CaseStarted", "t.c2"), ("CaseFinished", "t.c2")]
+    assert [kind for kind, _ in order[2:5]] == ["CaseStarted"] * 3
+
+
 def test_the_deadline_skips_what_is_left(tmp_path: Path) -> None:
     texts = [case("- sleep: 0.3", id=f"t.d{i}") for i in range(3)]
     with serving(TinyBroker()) as port:

@@ -9,6 +9,7 @@ import pytest
 
 from conformance.profiles import ProfileError, load_profile, shipped
 from conformance.runner.engine import Engine
+from conformance.scenario import load_cases
 from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
@@ -55,3 +56,10 @@ def test_a_profile_caps_the_jobs_of_a_run() -> None:
     address = parse_broker("ws://127.0.0.1:61619/ws")
     assert Engine(Target(address, load_profile("stomp-broker-js")), jobs=8).jobs == 1
     assert Engine(Target(address, load_profile("rabbitmq-web")), jobs=8).jobs == 8
+
+
+def test_the_cases_a_shipped_profile_runs_alone_are_in_the_catalogue() -> None:
+    ids = {c.id for c in load_cases([Path(__file__).resolve().parents[1] / "cases"])}
+    for name in shipped():
+        alone = load_profile(name).alone
+        assert alone <= ids, f"{name}: alone names no case {sorted(alone - ids)}"

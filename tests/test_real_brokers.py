@@ -72,7 +72,8 @@ def broker(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
 def test_the_catalogue_against_a_real_broker(broker: tuple[str, str], tmp_path: Path) -> None:
     name, address = broker
     report_path = tmp_path / f"{name}.json"
-    # stomp-broker-js runs one case at a time and answers few receipts: minutes of waiting
+    # stomp-broker-js answers few receipts, and runs the cases that bring it down alone:
+    # over a minute of waiting, several under load
     done = cli("run", "--broker", address, "--profile", name, *vhost(name),
                "--json", str(report_path), timeout=900)
     report = json.loads(report_path.read_text())

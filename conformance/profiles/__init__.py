@@ -59,6 +59,11 @@ SCHEMA: dict[str, Any] = {
                            "every session beside them",
             "type": "integer", "minimum": 1,
         },
+        "alone": {
+            "description": "ids of the cases whose frames bring the broker down, with every "
+                           "session beside them: each runs by itself, before the others",
+            "type": "array", "uniqueItems": True, "items": {"type": "string", "minLength": 1},
+        },
         "capabilities": {
             "type": "object",
             "properties": {"versions": {"type": "array",
@@ -114,6 +119,8 @@ class Profile:
     websocket_path: str | None = None
     #: the most case runs at once the broker takes (None: as many as the run asks)
     jobs: int | None = None
+    #: the cases that bring the broker down, run one at a time with nothing beside them
+    alone: frozenset[str] = frozenset()
 
     def deviation(self, case_id: str, version: str) -> Deviation | None:
         """The deviation declared for a case at one version (key `ID@VERSION`), else for
@@ -208,4 +215,5 @@ def _profile(data: dict[str, Any]) -> Profile:
         subprotocols=None if subprotocols is None else tuple(subprotocols),
         websocket_path=websocket.get("path"),
         jobs=data.get("jobs"),
+        alone=frozenset(data.get("alone", ())),
     )
