@@ -65,3 +65,30 @@ def test_the_cases_a_shipped_profile_runs_alone_are_in_the_catalogue() -> None:
     for name in shipped():
         alone = load_profile(name).alone
         assert alone <= ids, f"{name}: alone names no case {sorted(alone - ids)}"
+
+
+def _sends_without_destination(step_kind: str, args: object) -> bool:
+    """A step that sends a whole SEND or SUBSCRIBE frame with no `destination` header."""
+    if step_kind == "send" and isinstance(args, dict):
+        headers = args.get("headers") or {}
+        names = headers if isinstance(headers, dict) else [name for name, _ in headers]
+        return args.get("command") in ("SEND", "SUBSCRIBE") and "destination" not in names
+    if step_kind == "raw" and isinstance(args, dict):
+        head, blank, _ = str(args.get("data", "")).partition("\n\n")
+        lines = head.split("\n")
+        return bool(blank) and lines[0] in ("SEND", "SUBSCRIBE") and not any(
+            line.startswith("destination:") for line in lines[1:])
+    return False
+
+
+def test_stomp_broker_js_runs_alone_every_case_that_can_bring_it_down() -> None:
+    """stomp-broker-js dies on a SUBSCRIBE without destination, or a SEND without one while
+    any session subscribes (its profile), and answers every CONNECT as 1.1: a case that can
+    run at 1.1 and sends such a frame must be in its `alone:` list, or it cuts off the cases
+    beside it."""
+    ids = {c.id for c in load_cases([Path(__file__).resolve().parents[1] / "cases"])
+           if "1.1" in c.versions and any(_sends_without_destination(s.kind, s.args)
+                                          for s in c.steps)}
+    assert {"subscribe.without-destination", "headers.send-destination-wrong-case"} <= ids
+    assert ids <= load_profile("stomp-broker-js").alone, \
+        f"not run alone: {sorted(ids - load_profile('stomp-broker-js').alone)}"
