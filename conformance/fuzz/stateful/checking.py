@@ -329,15 +329,13 @@ def unordered(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     for step in steps:
         expect = step.get("expect")
-        joins = expect is not None and expect.get("command") in ("MESSAGE", "RECEIPT") and (
-            not run or (expect.get("conn") == run[0].get("conn") and not (
-                expect["command"] == "RECEIPT"
-                and any(w["command"] == "RECEIPT" for w in run))))
-        if not joins:
+        if expect is None or expect.get("command") not in ("MESSAGE", "RECEIPT"):
             flush()
-        if expect is not None and expect.get("command") in ("MESSAGE", "RECEIPT"):
-            run.append(expect)
-        else:
             out.append(step)
+            continue
+        if run and (expect.get("conn") != run[0].get("conn") or (
+                expect["command"] == "RECEIPT" and any(w["command"] == "RECEIPT" for w in run))):
+            flush()  # another connection's frame, or a second RECEIPT: a run of its own
+        run.append(expect)
     flush()
     return out
