@@ -17,6 +17,7 @@ from setuptools import find_namespace_packages, setup
 #: connection: they stay Python)
 COMPILED = [
     "conformance/codec/events.py",
+    "conformance/codec/commandline.py",
     "conformance/codec/escaping.py",
     "conformance/codec/encoder.py",
     "conformance/codec/parser.py",

@@ -47,7 +47,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_holds_compiled_modules(site: Path) -> None:
     compiled = {str(path.relative_to(site)).split(".")[0].replace("/", ".")
                 for path in (site / "conformance").rglob("*.so")}
-    assert compiled == {"conformance.codec.events", "conformance.codec.escaping",
+    assert compiled == {"conformance.codec.events", "conformance.codec.commandline",
+                        "conformance.codec.escaping",
                         "conformance.codec.encoder", "conformance.codec.parser",
                         "conformance.broker.destinations", "conformance.broker.outgoing",
                         "conformance.broker.protocol", "conformance.broker.session",
