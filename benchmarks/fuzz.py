@@ -70,10 +70,12 @@ def atheris_rate(script: Path, seeds: Path, seconds: int, site: Path | None) -> 
     (None: atheris cannot run)."""
     env = dict(os.environ) if site is None else {**os.environ, "PYTHONPATH": str(site)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # A finding lands where this was run, not in the compiled build's folder (deleted after).
+    findings = f"-artifact_prefix={Path.cwd()}{os.sep}"
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(
             [sys.executable, str(script), f"-max_total_time={seconds}",
-             "-print_final_stats=1", scratch, str(seeds)],
+             "-print_final_stats=1", findings, scratch, str(seeds)],
             capture_output=True, text=True, timeout=seconds + 120, cwd=site or ROOT, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -86,7 +88,7 @@ def atheris_rate(script: Path, seeds: Path, seconds: int, site: Path | None) -> 
         return None
     finding = re.search(r"Test unit written to (\S+)", done.stderr)
     if finding is not None:  # kept where libFuzzer wrote it; the rate is of a shorter run
-        print(f"  {script.name} stopped on a finding: {Path(site or ROOT, finding.group(1))}")
+        print(f"  {script.name} stopped on a finding: {finding.group(1)}")
     return Rate(float(wall.group(1)), int(runs.group(1)) / cpu, build.group(1))
 
 

@@ -49,6 +49,9 @@ KNOWN: list[tuple[bytes, Version, str, str, Side, str | None]] = [
     # ... and reads on into the body, where a content-length line makes it wait for more
     (b"SEND\nk:\n\r\nbody\ncontent-length:5\n\n\x00", "1.2", "stomp.py",
      "lf-crlf-blank-line", Side.OURS, "frames.eol-cr-optional"),
+    # ... or, while ours waits for the content-length octets, ends it at a NUL in the body
+    (b"SEND\ncontent-length:9\n\r\nab\x00", "1.2", "stomp.py", "lf-crlf-blank-line",
+     Side.OURS, "frames.eol-cr-optional"),
     (b"SEND\r\n\n\x00", "1.2", "stomp.py", "cr-of-eol-kept", Side.OURS,
      "frames.eol-cr-optional"),
     (b"SEND\nk:v\r\n\n\x00", "1.2", "stomp.py", "cr-of-eol-kept", Side.OURS,

@@ -261,7 +261,9 @@ Classified = tuple[str, Side, str | None, str]
 
 def _classify(case: _Case, mine: Seen | None, other: Seen | None) -> Classified:
     classified = _nul_in_head(case) or _eols_before_frame(case) or _crlf_between_frames(case)
-    if classified is None and mine is not None:  # it reads on: another frame, or waits
+    if classified is None and (mine is not None or case.ours.error is None):
+        # ours reads the frame or waits for its body: the peer, missing the blank line, reads
+        # on (another frame, or waits), or takes a NUL inside the body for the frame's end
         classified = _lf_crlf_blank_line(case)
     if classified is not None:
         return classified
