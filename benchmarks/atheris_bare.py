@@ -1,7 +1,7 @@
 """The floor of any parser harness's cost under atheris (the ceiling of its rate): the parser
-traced as fuzz/parser.py traces it, one observing parse of that harness's stream per input,
-no check. benchmarks/fuzz.py runs it beside the real harnesses, to tell the traced parser's
-own cost from what a harness adds.
+as fuzz/parser.py runs it (traced; in the coverage build, compiled with clang's coverage),
+one observing parse of that harness's stream per input, no check. benchmarks/fuzz.py runs
+it beside the real harnesses, to tell the parser's own cost from what a harness adds.
 
     python benchmarks/atheris_bare.py [libFuzzer flags] [corpus dirs]
 """

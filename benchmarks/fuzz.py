@@ -2,13 +2,16 @@
 
 - atheris on the codec: each harness of fuzz/ (parser, roundtrip, validator, differential)
   under libFuzzer for --atheris-time seconds in a child process (a scratch corpus first,
-  the shipped seeds after it), with this checkout as pure Python and as the mypyc build
-  (the harness says which codec it ran). Two rates: libFuzzer's executions per second of
-  wall time, and its executions over the CPU time the child used (start-up included): the
-  rate on one core of its own, which a shared machine does not move. Goal: 10,000 a second
-  on one core, 20,000 the stretch. Beside them, benchmarks/atheris_bare.py: one parse of
-  the traced parser per input and no check, the floor of any parser harness under
-  atheris; each harness's ratio to it is printed.
+  the shipped seeds after it), with this checkout as pure Python, as the mypyc build, and
+  as the coverage build (fuzz/coverage_build.py: the mypyc modules compiled by clang with
+  libFuzzer's coverage instead of atheris tracing their Python; needs clang); the harness
+  says which codec it ran. Two rates: libFuzzer's executions per second of wall time, and
+  its executions over the CPU time the child used (start-up included): the rate on one
+  core of its own, which a shared machine does not move. Goal: 10,000 a second on one
+  core, 20,000 the stretch. Beside them, benchmarks/atheris_bare.py: one parse of
+  the parser as the harness runs it (traced, or with clang's coverage) per input and no
+  check, the floor of any parser harness under atheris; each harness's ratio to it is
+  printed.
 - the network fuzzer: `stomp-conformance fuzz` (grammar inputs, every one on a fresh
   connection, liveness probes included, no minimising) for --time seconds against
   * the reference broker that `fuzz` starts when given no --broker (a child process), with
@@ -81,7 +84,8 @@ def atheris_rate(script: Path, seeds: Path, seconds: int, site: Path | None) -> 
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     runs = re.search(r"stat::number_of_executed_units:\s*(\d+)", done.stderr)
     wall = re.search(r"stat::average_exec_per_sec:\s*(\d+)", done.stderr)
-    build = re.search(r"^INFO: codec (pure Python|compiled \(mypyc\))", done.stderr, re.M)
+    build = re.search(r"^INFO: codec (pure Python|compiled \(mypyc\)(?: with clang's "
+                      r"coverage)?) \(", done.stderr, re.M)
     if runs is None or wall is None or build is None:
         tail = done.stderr.strip().splitlines()[-3:]
         print(f"  atheris did not report a rate (exit {done.returncode}): {' | '.join(tail)}")
@@ -161,15 +165,17 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-mypyc-") as work:
         compiled: Path | None = None
+        sites: dict[str, Path | None] = {"pure": None}
         if not args.skip_mypyc:
-            try:
-                compiled = build_compiled(Path(work))
-            except BuildError as error:
-                print(f"the mypyc build: not measured: {error}")
+            for label, coverage in (("compiled", False), ("coverage", True)):
+                if coverage and args.skip_atheris:
+                    continue  # the coverage build serves the harnesses only
+                try:
+                    sites[label] = build_compiled(Path(work, label), coverage=coverage)
+                except BuildError as error:
+                    print(f"the {label} build: not measured: {error}")
+            compiled = sites.get("compiled")
         if not args.skip_atheris:
-            sites: dict[str, Path | None] = {"pure": None}
-            if compiled is not None:
-                sites["compiled"] = compiled
             measure_atheris(args.atheris_time, args.rounds, sites)
         if not args.skip_network:
             network(args, compiled)

@@ -6,8 +6,11 @@ Only the modules a harness names are traced, each compiled from its `.py` source
 the codec, the targets' own checks and the statement catalogue run as installed, so their
 branches neither slow every execution nor count as coverage. The package is the one
 installed, pure Python or the mypyc build (STOMP_CONFORMANCE_MYPYC=1, setup.py), whose
-compiled modules atheris could not trace; this working tree when none is. The first line
-a harness prints says which (`INFO: codec ...`).
+compiled modules atheris could not trace; this working tree when none is. In the coverage
+build (coverage_build.py: the mypyc modules compiled by clang with SanitizerCoverage, and
+libFuzzer beside the package) the compiled modules count their own coverage and are not
+traced: only the named modules that are Python still are. The first line a harness prints
+says which (`INFO: codec ...`).
 
 `python fuzz/NAME.py [libFuzzer flags] [corpus dirs]` fuzzes; `python fuzz/NAME.py FILE`
 runs one input once (the replay of a finding). libFuzzer writes the inputs it keeps into
@@ -16,6 +19,7 @@ the first corpus directory: give a scratch one first to leave the seeds as they 
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -28,10 +32,25 @@ from pathlib import Path
 from types import CodeType, ModuleType
 
 import atheris  # type: ignore[import-untyped]
+from coverage_build import LIBFUZZER
 
 HERE = Path(__file__).resolve().parent
 if importlib.util.find_spec("conformance") is None:  # not installed: this working tree
     sys.path.insert(0, str(HERE.parent))
+
+
+def _package() -> Path:
+    """The installed package's folder, found without importing it."""
+    spec = importlib.util.find_spec("conformance")
+    assert spec is not None and spec.origin is not None  # the working tree at least
+    return Path(spec.origin).parent
+
+
+#: The coverage build's libFuzzer: its compiled modules call libFuzzer's hooks, which must be
+#: loaded, with their symbols global, before any of them is (atheris then uses this one).
+_LIBFUZZER = _package().parent / LIBFUZZER
+if _LIBFUZZER.is_file():
+    ctypes.CDLL(str(_LIBFUZZER), mode=os.RTLD_GLOBAL)
 
 #: Flags added unless given: the dictionary, and inputs short enough to keep the rate up
 #: (every rule of the grammar fits in a few hundred octets; the targets' small limits too).
@@ -40,6 +59,10 @@ DEFAULT_FLAGS = {"-dict": str(HERE / "stomp.dict"), "-max_len": "2048"}
 #: Environment variable naming a fault to plant (conformance.fuzz.parsing.targets.PLANTS):
 #: for the tests that show a harness can fail, never for a real campaign.
 PLANT_VARIABLE = "STOMP_FUZZ_PLANT"
+
+#: The module a plant patches where it is not a target's own code: a compiled one would not
+#: see the patch, so the coverage build runs it traced from source too.
+PLANTED_IN = {"no-escape": "conformance.codec.encoder"}
 
 #: The parser's modules: what every codec harness traces.
 PARSER = ("conformance.codec.commandline", "conformance.codec.escaping",
@@ -118,14 +141,19 @@ def _traced_copies(names: Sequence[str]) -> dict[str, ModuleType]:
 
 
 def installed() -> tuple[str, Path]:
-    """How the codec is installed ("compiled (mypyc)" or "pure Python"), and where: read
-    off its folder, before anything imports it."""
-    import conformance
+    """How the codec is installed ("pure Python", "compiled (mypyc)", or in the coverage
+    build "compiled (mypyc) with clang's coverage"), and where: read off its folder, before
+    anything imports it."""
+    package = _package()
+    if not _is_extension(package / "codec" / "parser"):
+        return "pure Python", package
+    return ("compiled (mypyc) with clang's coverage" if _LIBFUZZER.is_file()
+            else "compiled (mypyc)"), package
 
-    codec = Path(conformance.__file__ or "").parent / "codec"
-    compiled = any((codec / f"parser{suffix}").is_file()
-                   for suffix in importlib.machinery.EXTENSION_SUFFIXES)
-    return "compiled (mypyc)" if compiled else "pure Python", codec.parent
+
+def _is_extension(stem: Path) -> bool:
+    return any(stem.with_name(stem.name + suffix).is_file()
+               for suffix in importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def main(load: Load, *, trace: Sequence[str] = PARSER, copies: bool = False,
@@ -135,14 +163,22 @@ def main(load: Load, *, trace: Sequence[str] = PARSER, copies: bool = False,
     with `copies` sit beside them, which keep serving everything else: `load` gets them
     by name and its target runs them where it wants coverage."""
     build, folder = installed()
+    # The coverage build's compiled modules count their own coverage: they run as installed.
+    planted = PLANTED_IN.get(os.environ.get(PLANT_VARIABLE, ""))
+    own = [name for name in trace if _LIBFUZZER.is_file() and name != planted
+           and _is_extension(folder.parent.joinpath(*name.split(".")))]
+    names = [name for name in trace if name not in own]
     if copies:
-        traced = _traced_copies(trace)
+        traced = _traced_copies(names)
     else:
-        with _tracing(trace):
-            traced = {name: importlib.import_module(name) for name in trace}
+        with _tracing(names):
+            traced = {name: importlib.import_module(name) for name in names}
+    traced |= {name: importlib.import_module(name) for name in own}
     target = load(traced)
     print(f"INFO: codec {build} ({folder}); traced from source"
-          f"{', beside the installed modules' if copies else ''}: {', '.join(trace)}",
+          f"{', beside the installed modules' if copies and names else ''}: "
+          f"{', '.join(names) or 'none'}"
+          + (f"; counting their own coverage: {', '.join(own)}" if own else ""),
           file=sys.stderr, flush=True)
     args = list(sys.argv if argv is None else argv)
     for flag, value in DEFAULT_FLAGS.items():

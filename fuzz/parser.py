@@ -7,7 +7,9 @@ version.
 
 Coverage comes from the chunked reading, which runs a traced copy of the parser; the whole
 reading, the reference, runs the parser as installed (compiled, in the mypyc build): every
-path of the whole reading is also one the input can choose for the chunked one.
+path of the whole reading is also one the input can choose for the chunked one. In the
+coverage build (coverage_build.py) both run the compiled parser, which counts its own
+coverage.
 
     python fuzz/parser.py [libFuzzer flags] [corpus dirs]    # fuzz
     python fuzz/parser.py ARTIFACT                           # replay one input

@@ -1,7 +1,7 @@
 """The build with STOMP_CONFORMANCE_MYPYC=1 (setup.py): a wheel whose codec and broker are
-compiled by mypyc must behave as the pure-Python package does. Built once here (about a
-minute), unpacked into a folder put first on PYTHONPATH, it runs the catalogue, the fault
-self-test and the codec and broker tests."""
+compiled by mypyc must behave as the pure-Python package does. Built once here by
+fuzz/coverage_build.py (its plain build, about a minute) into a folder put first on
+PYTHONPATH, it runs the catalogue, the fault self-test and the codec and broker tests."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "fuzz"))
+from coverage_build import BuildError, build  # noqa: E402
+
 TESTS = ["tests/test_broker.py", "tests/test_parser.py", "tests/test_transport.py"]
 
 
@@ -27,21 +30,13 @@ def compiled_run(site: Path, *args: str, timeout: float = 600) -> subprocess.Com
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("mypyc")
-    env = {**os.environ, "STOMP_CONFORMANCE_MYPYC": "1"}
-    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-    built = subprocess.run([*pip, "wheel", "--no-deps", "-w", str(work), str(ROOT)],
-                           capture_output=True, text=True, env=env, timeout=900)
-    if built.returncode:
-        reason = (built.stderr or built.stdout).strip().splitlines()[-1:]
+    try:
+        return build(tmp_path_factory.mktemp("mypyc"), coverage=False)
+    except BuildError as error:
         if os.environ.get("CI"):  # .ci/install puts the compiler and headers in
-            pytest.fail(f"the mypyc build failed: {reason}")
+            pytest.fail(f"the mypyc build failed: {error}")
         pytest.skip(f"the mypyc build failed here (a C compiler and Python's headers are "
-                    f"needed): {reason}")
-    wheels = [str(path) for path in work.glob("*.whl")]
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(work / "site"), *wheels],
-                   check=True, capture_output=True, timeout=300)
-    return work / "site"
+                    f"needed): {error}")
 
 
 def test_the_wheel_holds_compiled_modules(site: Path) -> None:

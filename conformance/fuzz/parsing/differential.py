@@ -262,9 +262,7 @@ Classified = tuple[str, Side, str | None, str]
 def _classify(case: _Case, mine: Seen | None, other: Seen | None) -> Classified:
     classified = _nul_in_head(case) or _eols_before_frame(case) or _crlf_between_frames(case)
     if classified is None and (mine is not None or case.ours.error is None):
-        # ours reads the frame or waits for its body: the peer, missing the blank line, reads
-        # on (another frame, or waits), or takes a NUL inside the body for the frame's end
-        classified = _lf_crlf_blank_line(case)
+        classified = _lf_crlf_blank_line(case)  # where ours reads the frame or waits on it
     if classified is not None:
         return classified
     if case.ours.error is not None and mine is None:
@@ -446,7 +444,7 @@ def _header_map(entries: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ..
 
 
 def _lf_crlf_blank_line(case: _Case) -> Classified | None:
-    """The peer missed the blank line of a 1.2 frame whose headers end at LF CR LF."""
+    """A peer missed the blank line of a 1.2 frame whose headers end at LF CR LF (read on)."""
     if case.version == "1.2" and case.raw[len(_head(case.raw, "1.2")):].startswith(b"\n\r\n"):
         return ("lf-crlf-blank-line", Side.OURS, case.cite("frames.eol-cr-optional"),
                 "misses the end of the headers at LF CR LF (an EOL, then a CR LF EOL: the "

@@ -1,0 +1,104 @@
+"""The coverage build: the package's mypyc modules (setup.py's COMPILED: the codec, the parser
+target's readings) compiled by clang with SanitizerCoverage, so that libFuzzer counts their
+edges and comparisons itself, at the speed of C, instead of atheris tracing Python source.
+
+    python fuzz/coverage_build.py DIR       # about a minute; needs clang and Python's headers
+    PYTHONPATH=DIR/site python fuzz/parser.py [libFuzzer flags] [corpus dirs]
+
+DIR/site holds the package and LIBFUZZER, libFuzzer from the same clang's compiler-rt as a
+shared library: the compiled modules call libFuzzer's hooks, so it must be loaded, with its
+symbols global, before any of them (fuzz/_harness.py does that when it finds the file
+beside the package; atheris then uses it). Only the harnesses use this build: its modules
+cannot be imported without libFuzzer.
+
+`build(work, coverage=False)` is the plain mypyc build (the system's C compiler), which
+benchmarks/compiled.py and tests/test_compiled.py compare with pure Python. Both are built
+from a copy of the sources, so that no object file of an earlier build in this checkout's
+build/ is reused, with or without coverage.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: libFuzzer as a shared library, in the site folder beside the package
+LIBFUZZER = "libfuzzer.so"
+#: SanitizerCoverage as libFuzzer wants it: inline 8-bit counters, comparisons, PC tables
+COVERAGE_FLAGS = "-fsanitize=fuzzer-no-link"
+#: what the copy of the sources leaves out (build output, environments, other tools' files)
+_NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+                                      "node_modules", "__pycache__", ".*_cache", "reports")
+
+
+class BuildError(Exception):
+    """The coverage build could not be made: one line saying why."""
+
+
+def clang() -> str:
+    """The clang to build with: $CLANG, else `clang` on the PATH."""
+    found = shutil.which(os.environ.get("CLANG", "clang"))
+    if found is None:
+        raise BuildError("the coverage build needs clang (Debian: apt install clang), or "
+                         "CLANG naming one")
+    return found
+
+
+def _run(what: str, command: list[str], env: dict[str, str] | None = None,
+         cwd: Path | None = None) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd,
+                          check=False)
+    if done.returncode:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+        raise BuildError(f"{what} failed: {lines[-1][:200]}")
+    return done.stdout
+
+
+def build(work: Path, *, coverage: bool = True) -> Path:
+    """Build into `work` (its src/ and site/ are replaced); the site folder, to put on
+    PYTHONPATH. Without `coverage`, the plain mypyc build."""
+    env = {**os.environ, "STOMP_CONFORMANCE_MYPYC": "1"}
+    if coverage:
+        compiler = clang()
+        archive = _run("finding libFuzzer", [
+            compiler, f"-print-file-name=libclang_rt.fuzzer_no_main-{platform.machine()}.a"
+        ]).strip()
+        if not os.path.isabs(archive):  # clang echoes a name it does not find
+            raise BuildError(f"{compiler} has no libFuzzer (Debian: apt install "
+                             "libclang-rt-dev)")
+        env |= {"CC": compiler, "CFLAGS": COVERAGE_FLAGS, "LDSHARED": f"{compiler} -shared"}
+    src, site = work / "src", work / "site"
+    for folder in (src, site):
+        shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(ROOT, src, ignore=_NOT_SOURCES)
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    _run("the mypyc build" + (" with clang" if coverage else ""),
+         [*pip, "wheel", "--no-deps", "-w", str(src / "dist"), str(src)], env=env)
+    _run("installing the wheel", [*pip, "install", "--no-deps", "--target", str(site),
+                                  *map(str, (src / "dist").glob("*.whl"))])
+    if not any((site / "conformance" / "codec").glob("parser.*.so")):
+        raise BuildError("the wheel's parser is not compiled")
+    if coverage:
+        _run("linking libFuzzer", [compiler, "-shared", "-o", str(site / LIBFUZZER),
+                                   "-Wl,--whole-archive", archive, "-Wl,--no-whole-archive",
+                                   "-lstdc++", "-lpthread", "-lm"])
+    return site
+
+
+def main() -> None:
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: python fuzz/coverage_build.py DIR")
+    try:
+        site = build(Path(sys.argv[1]).resolve())
+    except BuildError as error:
+        sys.exit(f"coverage build: {error}")
+    print(f"built: PYTHONPATH={site} python fuzz/parser.py [flags] [corpus dirs]")
+
+
+if __name__ == "__main__":
+    main()
