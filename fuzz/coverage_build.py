@@ -1,6 +1,8 @@
 """The coverage build: the package's mypyc modules (setup.py's COMPILED: the codec, the parser
 target's readings) compiled by clang with SanitizerCoverage, so that libFuzzer counts their
 edges and comparisons itself, at the speed of C, instead of atheris tracing Python source.
+Only the codec's functions are instrumented (an allowlist): its coverage is what guides the
+harnesses, not that of their own checks or of the broker's modules compiled alongside.
 
     python fuzz/coverage_build.py DIR       # about a minute; needs clang and Python's headers
     PYTHONPATH=DIR/site python fuzz/parser.py [libFuzzer flags] [corpus dirs]
@@ -31,9 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LIBFUZZER = "libfuzzer.so"
 #: SanitizerCoverage as libFuzzer wants it: inline 8-bit counters, comparisons, PC tables
 COVERAGE_FLAGS = "-fsanitize=fuzzer-no-link"
-#: what the copy of the sources leaves out (build output, environments, other tools' files)
-_NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
-                                      "node_modules", "__pycache__", ".*_cache", "reports")
+#: what the wheel is built from (pyproject.toml: the package, and cases/ as its catalogue)
+SOURCES = ("setup.py", "pyproject.toml", "README.md", "conformance", "cases")
 
 
 class BuildError(Exception):
@@ -71,11 +72,23 @@ def build(work: Path, *, coverage: bool = True) -> Path:
         if not os.path.isabs(archive):  # clang echoes a name it does not find
             raise BuildError(f"{compiler} has no libFuzzer (Debian: apt install "
                              "libclang-rt-dev)")
-        env |= {"CC": compiler, "CFLAGS": COVERAGE_FLAGS, "LDSHARED": f"{compiler} -shared"}
     src, site = work / "src", work / "site"
     for folder in (src, site):
         shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(ROOT, src, ignore=_NOT_SOURCES)
+    src.mkdir(parents=True)
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    if coverage:
+        # mypyc names a module's functions CPyDef_<module>___<name>, all in one C file
+        allowlist = work / "coverage-allowlist.txt"
+        allowlist.write_text("src:*\n" + "".join(
+            f"fun:CPyDef_{module.stem}___*\n"
+            for module in sorted((src / "conformance" / "codec").glob("*.py"))))
+        env |= {"CC": compiler, "LDSHARED": f"{compiler} -shared",
+                "CFLAGS": f"{COVERAGE_FLAGS} -fsanitize-coverage-allowlist={allowlist}"}
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     _run("the mypyc build" + (" with clang" if coverage else ""),
          [*pip, "wheel", "--no-deps", "-w", str(src / "dist"), str(src)], env=env)

@@ -64,12 +64,13 @@ def test_the_parser_harness_counts_the_compiled_codecs_own_coverage(site: Path,
     assert said.group(1) == "compiled (mypyc) with clang's coverage"
     assert said.group(2) == str(site / "conformance") and said.group(3) == "none"
     assert "conformance.codec.parser" in said.group(4)
-    # libFuzzer took the compiled modules' counters, and the runs reached many of their edges
-    counters = re.search(r"INFO: Loaded \d+ modules\s+\((\d+) inline 8-bit counters\)",
+    # libFuzzer took the compiled codec's counters (only the codec's: the allowlist leaves
+    # the harness's checks and the broker out), and the runs reached many of their edges
+    counters = re.search(r"INFO: Loaded 1 modules\s+\((\d+) inline 8-bit counters\)",
                          done.stdout)
-    assert counters is not None and int(counters.group(1)) > 10_000, done.stdout[-3000:]
+    assert counters is not None and 2000 < int(counters.group(1)) < 20_000, done.stdout[-3000:]
     cov = re.search(r"DONE\s+cov: (\d+)", done.stdout)
-    assert cov is not None and int(cov.group(1)) > 1000, done.stdout[-3000:]
+    assert cov is not None and int(cov.group(1)) > 800, done.stdout[-3000:]
 
 
 @pytest.mark.parametrize("plant", sorted(PLANTED))
