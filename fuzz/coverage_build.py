@@ -38,7 +38,7 @@ SOURCES = ("setup.py", "pyproject.toml", "README.md", "conformance", "cases")
 
 
 class BuildError(Exception):
-    """The coverage build could not be made: one line saying why."""
+    """A build could not be made: one line saying why."""
 
 
 def clang() -> str:
@@ -50,10 +50,8 @@ def clang() -> str:
     return found
 
 
-def _run(what: str, command: list[str], env: dict[str, str] | None = None,
-         cwd: Path | None = None) -> str:
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd,
-                          check=False)
+def _run(what: str, command: list[str], env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
         raise BuildError(f"{what} failed: {lines[-1][:200]}")
