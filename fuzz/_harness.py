@@ -49,7 +49,8 @@ def _package() -> Path:
 #: The coverage build's libFuzzer: its compiled modules call libFuzzer's hooks, which must be
 #: loaded, with their symbols global, before any of them is (atheris then uses this one).
 _LIBFUZZER = _package().parent / LIBFUZZER
-if _LIBFUZZER.is_file():
+COVERAGE_BUILD = _LIBFUZZER.is_file()
+if COVERAGE_BUILD:
     ctypes.CDLL(str(_LIBFUZZER), mode=os.RTLD_GLOBAL)
 
 #: Flags added unless given: the dictionary, and inputs short enough to keep the rate up
@@ -147,7 +148,7 @@ def installed() -> tuple[str, Path]:
     package = _package()
     if not _is_extension(package / "codec" / "parser"):
         return "pure Python", package
-    return ("compiled (mypyc) with clang's coverage" if _LIBFUZZER.is_file()
+    return ("compiled (mypyc) with clang's coverage" if COVERAGE_BUILD
             else "compiled (mypyc)"), package
 
 
@@ -165,7 +166,7 @@ def main(load: Load, *, trace: Sequence[str] = PARSER, copies: bool = False,
     build, folder = installed()
     # The coverage build's compiled modules count their own coverage: they run as installed.
     planted = PLANTED_IN.get(os.environ.get(PLANT_VARIABLE, ""))
-    own = [name for name in trace if _LIBFUZZER.is_file() and name != planted
+    own = [name for name in trace if COVERAGE_BUILD and name != planted
            and _is_extension(folder.parent.joinpath(*name.split(".")))]
     names = [name for name in trace if name not in own]
     if copies:

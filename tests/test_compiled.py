@@ -28,15 +28,23 @@ def compiled_run(site: Path, *args: str, timeout: float = 600) -> subprocess.Com
                           timeout=timeout, env={**os.environ, "PYTHONPATH": str(site)})
 
 
+def built(work: Path, *, coverage: bool) -> Path:
+    """fuzz/coverage_build.py's build into `work`; where it fails, the test fails in CI
+    (.ci/install puts the compilers and headers in) and is skipped, saying why, elsewhere."""
+    what, needs = (("coverage build", "clang with its libFuzzer") if coverage
+                   else ("mypyc build", "a C compiler"))
+    try:
+        return build(work, coverage=coverage)
+    except BuildError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"the {what} failed: {error}")
+        pytest.skip(f"the {what} failed here ({needs} and Python's headers are needed): "
+                    f"{error}")
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        return build(tmp_path_factory.mktemp("mypyc"), coverage=False)
-    except BuildError as error:
-        if os.environ.get("CI"):  # .ci/install puts the compiler and headers in
-            pytest.fail(f"the mypyc build failed: {error}")
-        pytest.skip(f"the mypyc build failed here (a C compiler and Python's headers are "
-                    f"needed): {error}")
+    return built(tmp_path_factory.mktemp("mypyc"), coverage=False)
 
 
 def test_the_wheel_holds_compiled_modules(site: Path) -> None:

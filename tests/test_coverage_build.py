@@ -12,36 +12,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_fuzz_codec import PLANTED
+from test_compiled import built
+from test_fuzz_codec import PLANTED, harness
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ = ROOT / "fuzz"
 sys.path.insert(0, str(FUZZ))
-from coverage_build import LIBFUZZER, BuildError, build  # noqa: E402
+from coverage_build import LIBFUZZER  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        return build(tmp_path_factory.mktemp("coverage"))
-    except BuildError as error:
-        if os.environ.get("CI"):  # .ci/install puts clang and its libFuzzer in
-            pytest.fail(f"the coverage build failed: {error}")
-        pytest.skip(f"the coverage build failed here (clang with its libFuzzer and Python's "
-                    f"headers are needed): {error}")
-
-
-def harness(site: Path, target: str, *args: str, plant: str | None = None
-            ) -> subprocess.CompletedProcess[str]:
-    """fuzz/TARGET.py on the coverage build (its folder first on the path and the working
-    directory, so that this checkout's own package is not found first)."""
-    env = {k: v for k, v in os.environ.items() if k != "STOMP_FUZZ_PLANT"}
-    env["PYTHONPATH"] = str(site)
-    if plant is not None:
-        env["STOMP_FUZZ_PLANT"] = plant
-    return subprocess.run([sys.executable, str(FUZZ / f"{target}.py"), *args], cwd=site,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=600, env=env)
+    return built(tmp_path_factory.mktemp("coverage"), coverage=True)
 
 
 def test_the_build_holds_libfuzzer_and_modules_that_need_it(site: Path) -> None:
@@ -55,8 +37,8 @@ def test_the_build_holds_libfuzzer_and_modules_that_need_it(site: Path) -> None:
 
 def test_the_parser_harness_counts_the_compiled_codecs_own_coverage(site: Path,
                                                                    tmp_path: Path) -> None:
-    done = harness(site, "parser", "-runs=3000", f"-artifact_prefix={tmp_path}/",
-                   str(tmp_path), str(FUZZ / "corpus" / "parser"))
+    done = harness("parser", "-runs=3000", f"-artifact_prefix={tmp_path}/", str(tmp_path),
+                   str(FUZZ / "corpus" / "parser"), site=site)
     assert done.returncode == 0, done.stdout[-3000:]
     said = re.search(r"^INFO: codec (.*) \((.*)\); traced from source: (.*?); counting their "
                      r"own coverage: (.*)$", done.stdout, re.M)
@@ -79,11 +61,11 @@ def test_a_planted_fault_is_found_in_the_coverage_build(site: Path, plant: str,
     # no-escape patches the encoder's module, which compiled code would not see: the harness
     # traces that module from source for the run, and says so.
     target = PLANTED[plant]
-    result = harness(site, target, "-runs=20000", f"-artifact_prefix={tmp_path}/",
-                     str(tmp_path), str(FUZZ / "corpus" / target), plant=plant)
+    result = harness(target, "-runs=20000", f"-artifact_prefix={tmp_path}/", str(tmp_path),
+                     str(FUZZ / "corpus" / target), plant=plant, site=site)
     assert result.returncode != 0
     assert "InvariantBroken" in result.stdout, result.stdout[-3000:]
     (crash,) = tmp_path.glob("crash-*")
-    assert harness(site, target, str(crash), plant=plant).returncode != 0
-    replay = harness(site, target, str(crash))
+    assert harness(target, str(crash), plant=plant, site=site).returncode != 0
+    replay = harness(target, str(crash), site=site)
     assert replay.returncode == 0, replay.stdout[-3000:]

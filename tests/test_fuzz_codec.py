@@ -23,13 +23,17 @@ PLANTED = {"lone-eol": "parser", "unbounded": "parser", "no-escape": "roundtrip"
            "base-ids": "validator"}
 
 
-def harness(target: str, *args: str, plant: str | None = None
+def harness(target: str, *args: str, plant: str | None = None, site: Path | None = None
             ) -> subprocess.CompletedProcess[str]:
+    """fuzz/TARGET.py, on this checkout or on the build in `site` (its folder first on the
+    path and the working directory, so that this checkout's own package is not found)."""
     env = {k: v for k, v in os.environ.items() if k != "STOMP_FUZZ_PLANT"}
     if plant is not None:
         env["STOMP_FUZZ_PLANT"] = plant
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
     # One stream: libFuzzer writes to stderr, atheris prints an uncaught exception to stdout.
-    return subprocess.run([sys.executable, str(FUZZ / f"{target}.py"), *args],
+    return subprocess.run([sys.executable, str(FUZZ / f"{target}.py"), *args], cwd=site,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=600, env=env)
 
