@@ -9,11 +9,13 @@ start their own JVM in a child process, as a user's would."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyspark
 import pytest
 from helpers import cli
 from pyspark.sql import DataFrame, SparkSession
@@ -34,7 +36,14 @@ from conformance.pipeline.load import RecordsError, find_inputs, stage
 from conformance.pipeline.runner import run_jobs
 from conformance.pipeline.schemas import CASE_RESULT, FUZZ_FINDING, required
 from conformance.pipeline.shape import input_shape
-from conformance.pipeline.spark import SparkSettings, Started, first_line, start, stop
+from conformance.pipeline.spark import (
+    SparkSettings,
+    Started,
+    first_line,
+    spark_home,
+    start,
+    stop,
+)
 from conformance.report.history import load_history
 
 
@@ -475,3 +484,27 @@ def test_the_driver_listens_on_loopback_for_local_mode_and_a_master_on_loopback(
            "spark://127.0.0.1:7077,10.0.0.5:7077"]
     assert [SparkSettings(master=m).loopback for m in on + off] == \
         [True] * len(on) + [False] * len(off)
+
+
+def test_the_driver_runs_from_a_home_without_mllib(started: Started, tmp_path: Path) -> None:
+    if "SPARK_HOME" in os.environ:
+        pytest.skip("SPARK_HOME is set here, and a session then runs from that home as it is")
+    jvm = started.spark.sparkContext._jvm
+    assert jvm is not None
+    home = Path(str(jvm.java.lang.System.getenv("SPARK_HOME")))
+    assert home.parent == started.settings.cache
+    assert str(home / "jars") in str(jvm.java.lang.System.getProperty("java.class.path"))
+    shipped = Path(pyspark.__file__).parent / "jars"
+    jars = {p.name for p in (home / "jars").glob("*.jar")}
+    assert jars == {p.name for p in shipped.glob("*.jar")} - \
+        {p.name for p in shipped.glob("spark-mllib_*.jar")}
+    assert all((home / "jars" / j).resolve() == shipped / j for j in jars)
+    assert "SPARK_HOME" not in os.environ  # set while the JVM launches only
+    # made once and whole: the next call finds it; a killed session's half-made copy goes
+    made = spark_home(tmp_path)
+    assert spark_home(tmp_path) == made and (made / "bin" / "spark-submit").is_file()
+    stale = started.settings.cache / f"{made.name}.1.part"
+    (stale / "jars").mkdir(parents=True)
+    os.utime(stale, (0, 0))
+    assert start(started.settings).spark is started.spark  # the running session
+    assert not stale.exists()

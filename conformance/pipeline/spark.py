@@ -7,8 +7,8 @@ at its first tier only (`-XX:TieredStopAtLevel=1`: a short job never lives long 
 the second to pay off); and, with `cds`, maps the classes the driver loaded last time from
 a class-data-sharing archive instead of parsing and verifying thousands of them again. The
 first session with `cds` writes the archive when its JVM exits (`stop`); it is keyed by the
-Spark version, the Java and the class path, so an upgrade makes a new one.
-benchmarks/pipeline.py measures each step.
+Java and the class path, so an upgrade makes a new one. The driver's class path is PySpark's
+jars but MLlib's (`spark_home`). benchmarks/pipeline.py measures each step.
 
 The driver always runs here (PySpark's client mode), so its JVM flags apply whatever the
 master; with another master than local (`spark://...`, `yarn`, `k8s://...`) the cluster's
@@ -52,6 +52,10 @@ FULL_JVM = ("-XX:Tier4InvocationThreshold=100000", "-XX:Tier4CompileThreshold=15
 STALE_PART_S = 3600
 #: Octets the log may hold before a session starts it anew.
 LOG_LIMIT = 8 << 20
+#: Jars of PySpark's distribution the driver's class path leaves out: MLlib registers its SQL
+#: functions into every new session through a session-extension service, 0.4 s of Scala
+#: reflection at each start, and no pipeline job calls them.
+LEFT_OUT_JARS = ("spark-mllib_",)
 
 
 class SparkStartError(Exception):
@@ -143,12 +147,42 @@ def _java_version() -> str:
     return (shown.stderr.splitlines() or ["unknown"])[0] + "|" + os.path.realpath(java)
 
 
-def archive_path(settings: SparkSettings) -> Path:
-    """The CDS archive for this Spark, this Java and this class path."""
-    jars = Path(pyspark.__file__).parent / "jars"
-    listing = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
-    key = hashlib.sha256("\n".join([pyspark.__version__, _java_version(), str(jars),
-                                    *listing]).encode()).hexdigest()[:16]
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _jar_names(home: Path) -> list[str]:
+    return sorted(p.name for p in (home / "jars").glob("*.jar"))
+
+
+def spark_home(cache: Path) -> Path:
+    """PySpark's distribution as the driver sees it: a folder in the cache that links every
+    entry of PySpark's folder but `jars`, and there every jar but LEFT_OUT_JARS. Made under a
+    temporary name, then renamed whole; keyed by the jars, so an upgrade makes a new one.
+    PySpark's own folder where the cache cannot hold links."""
+    source = Path(pyspark.__file__).parent
+    jars = _jar_names(source)
+    home = cache / f"home-{pyspark.__version__}-{_digest(str(source), *jars)}"
+    if home.is_dir():
+        return home
+    part = home.with_name(f"{home.name}.{os.getpid()}.part")
+    try:
+        (part / "jars").mkdir(parents=True)
+        for entry in source.iterdir():
+            if entry.name != "jars":
+                (part / entry.name).symlink_to(entry)
+        for name in jars:
+            if not name.startswith(LEFT_OUT_JARS):
+                (part / "jars" / name).symlink_to(source / "jars" / name)
+        part.rename(home)
+    except OSError:  # no links here, or another session renamed its copy first
+        shutil.rmtree(part, ignore_errors=True)
+    return home if home.is_dir() else source
+
+
+def archive_path(settings: SparkSettings, home: Path) -> Path:
+    """The CDS archive for this Java and the class path of this Spark home."""
+    key = _digest(pyspark.__version__, _java_version(), str(home / "jars"), *_jar_names(home))
     return settings.cache / f"classes-{pyspark.__version__}-{key}.jsa"
 
 
@@ -203,35 +237,54 @@ def start(settings: SparkSettings | None = None) -> Started:
     # The executors (Python workers) run this interpreter, where this package is installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # Given, spark-submit's scripts need not start a Python to look for it.
-    os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
+    _drop_stale_parts(settings.cache)
+    home = Path(os.environ.get("SPARK_HOME") or spark_home(settings.cache))
     archive = partial = None
     state = "off"
     if settings.cds:
-        _drop_stale_parts(settings.cache)
-        archive = archive_path(settings)
+        archive = archive_path(settings, home)
         if archive.is_file():
             state = "used"
         else:
             partial, archive, state = archive.with_suffix(f".{os.getpid()}.part"), None, "writing"
     began = time.perf_counter()
     try:
-        with _stderr_into(settings.log_file):
+        with _stderr_into(settings.log_file), _launching_from(home):
             spark = _builder(settings, _java_options(settings, archive, partial)).getOrCreate()
     except Exception as error:  # py4j and Spark raise many kinds; the user needs one line
         raise SparkStartError(f"Spark did not start on {settings.master}: "
                               f"{first_line(error)} (log: {settings.log_file})") from None
     spark.sparkContext.setLogLevel("ERROR")
     return Started(spark, settings, time.perf_counter() - began, state,
-                   archive_path(settings) if partial is not None else None, partial)
+                   archive_path(settings, home) if partial is not None else None, partial)
 
 
 def _drop_stale_parts(cache: Path) -> None:
-    """Archives half written by a session that was killed (a few hundred MB each)."""
-    for part in cache.glob("classes-*.part"):
+    """Archives (a few hundred MB each) and Spark homes half made by a session that was
+    killed."""
+    for part in cache.glob("*.part"):
         with contextlib.suppress(OSError):
-            if time.time() - part.stat().st_mtime > STALE_PART_S:
-                part.unlink()
+            if time.time() - part.lstat().st_mtime > STALE_PART_S:
+                if part.is_dir():
+                    shutil.rmtree(part)
+                else:
+                    part.unlink()
+
+
+@contextlib.contextmanager
+def _launching_from(home: Path) -> Iterator[None]:
+    """PySpark's launcher finds spark-submit through SPARK_HOME (given, the scripts need not
+    start a Python to look for it). Set only while the JVM starts: a later session with
+    another cache makes its own home."""
+    saved = os.environ.get("SPARK_HOME")
+    os.environ["SPARK_HOME"] = str(home)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["SPARK_HOME"]
+        else:
+            os.environ["SPARK_HOME"] = saved
 
 
 @contextlib.contextmanager
