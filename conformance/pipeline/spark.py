@@ -239,14 +239,14 @@ def start(settings: SparkSettings | None = None) -> Started:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     _drop_stale_parts(settings.cache)
     home = Path(os.environ.get("SPARK_HOME") or spark_home(settings.cache))
+    target = archive_path(settings, home) if settings.cds else None
     archive = partial = None
     state = "off"
-    if settings.cds:
-        archive = archive_path(settings, home)
-        if archive.is_file():
-            state = "used"
+    if target is not None:
+        if target.is_file():
+            archive, state = target, "used"
         else:
-            partial, archive, state = archive.with_suffix(f".{os.getpid()}.part"), None, "writing"
+            partial, state = target.with_suffix(f".{os.getpid()}.part"), "writing"
     began = time.perf_counter()
     try:
         with _stderr_into(settings.log_file), _launching_from(home):
@@ -256,7 +256,7 @@ def start(settings: SparkSettings | None = None) -> Started:
                               f"{first_line(error)} (log: {settings.log_file})") from None
     spark.sparkContext.setLogLevel("ERROR")
     return Started(spark, settings, time.perf_counter() - began, state,
-                   archive_path(settings, home) if partial is not None else None, partial)
+                   target if partial is not None else None, partial)
 
 
 def _drop_stale_parts(cache: Path) -> None:
