@@ -1,5 +1,7 @@
-"""The reference broker over real sockets: negotiation, queues and topics, ack modes,
-redelivery, transactions, receipts, errors, limits, heart-beats, abuse, faults, the CLI."""
+"""The reference broker over real sockets, for what needs them: limits, heart-beats and
+timeouts, abuse (slow and many connections, slow consumers), sessions that end, the faults
+through the engine, the CLI. Its protocol rules are tested in memory:
+tests/test_broker_protocol.py."""
 
 from __future__ import annotations
 
@@ -21,18 +23,11 @@ from helpers import case, run_cases
 from peers import serving
 
 from conformance.broker import FAULTS, Broker, BrokerConfig
-from conformance.broker.destinations import Message, Store, Subscription
 from conformance.broker.faults import Faults
 from conformance.broker.outgoing import frame_bytes
-from conformance.broker.protocol import BrokerProtocol
 from conformance.codec import Frame, Limits, Parser, encode
-from conformance.profiles import load_profile
-from conformance.runner.engine import Engine
 from conformance.runner.results import Outcome
-from conformance.scenario import load_file
 from conformance.spec import catalogue
-from conformance.wire.target import Target
-from conformance.wire.transport import parse_broker
 
 
 @contextlib.contextmanager
@@ -46,220 +41,17 @@ def outcome(tmp_path: Path, port: int, steps: str, versions: str = '"1.2"') -> t
     return result.outcome, result.message
 
 
-def passes(tmp_path: Path, steps: str, versions: str = '"1.2"', *,
-           run: dict[str, str] | None = None, **config: object) -> None:
-    """The case passes on a broker with `config`, run with the `run` settings (login,
-    passcode, host) a user of that broker would give."""
+def passes(tmp_path: Path, steps: str, versions: str = '"1.2"', **config: object) -> None:
+    """The case passes on a broker with `config`."""
     with broker(**config) as port:
-        if run is None:
-            results = run_cases(tmp_path, port, case(steps, versions=versions))
-        else:
-            path = tmp_path / "cases.yaml"
-            path.write_text(case(steps, versions=versions))
-            target = Target(parse_broker(f"127.0.0.1:{port}"), load_profile("reference"),
-                            login=run.get("login"), passcode=run.get("passcode"),
-                            host=run.get("host"))
-            results = asyncio.run(Engine(target).run(load_file(path)))
+        results = run_cases(tmp_path, port, case(steps, versions=versions))
     assert [(r.version, r.outcome, r.message) for r in results] == \
         [(r.version, Outcome.PASSED, "") for r in results]
 
 
-# -- negotiation and CONNECT ---------------------------------------------------------------
-
-def test_each_version_is_negotiated(tmp_path: Path) -> None:
-    passes(tmp_path, """
-        - connect: {}
-        - send: {command: DISCONNECT, headers: {receipt: d}}
-        - expect: {command: RECEIPT, headers: {receipt-id: d}}
-        - expect_close: {}
-    """, versions='"1.0", "1.1", "1.2"')
-    passes(tmp_path, """
-        - connect: {expect: nothing, headers: {accept-version: "1.0,1.1,2.0", host: h}}
-        - expect: {command: CONNECTED, headers: {version: "1.1", heart-beat: {regex: "[0-9]+,[0-9]+"}, server: {regex: "stomp-conformance/.*"}, session: {present: true}}}
-    """)
-    passes(tmp_path, """
-        - connect: {expect: nothing, headers: {accept-version: "2.0,3.1", host: h}}
-        - expect_error_close: {headers: {version: "1.0,1.1,1.2"}}
-    """)
-    passes(tmp_path, """
-        - connect: {command: STOMP}
-    """)
-
-
-USER = {"login": "u", "passcode": "p"}
-
-
-@pytest.mark.parametrize(("headers", "config", "words"), [
-    ("accept-version:1.2", {}, "host header"),
-    ("accept-version:1.2\\nhost:h\\nlogin:a\\npasscode:wrong", {"users": {"a": "b"}},
-     "access refused"),
-    ("accept-version:1.2\\nhost:nowhere", {"vhosts": ("vh",)},
-     "unknown virtual host 'nowhere': this broker serves vh"),
-    ("accept-version:1.2\\nhost:h", {"users": {"a": "b"}, "v10_anonymous": True},
-     "CONNECT without login"),
-    ("accept-version:1.2\\nhost:h\\nheart-beat:x,1", {}, "heart-beat"),
-])
-def test_connect_refused(tmp_path: Path, headers: str, config: dict[str, object],
-                         words: str) -> None:
-    passes(tmp_path, f"""
-        - open: {{}}
-        - raw: {{data: "CONNECT\\n{headers}\\n\\n\\0"}}
-        - expect_error_close: {{headers: {{message: {{regex: ".*{words}.*"}}}}}}
-    """, run={"login": "a", "passcode": "b"} if "users" in config else
-        {"host": "vh"} if "vhosts" in config else None, **config)
-
-
-def test_frames_before_connect_and_a_second_connect_are_errors(tmp_path: Path) -> None:
-    passes(tmp_path, """
-        - open: {}
-        - send: {command: SEND, headers: {destination: "${queue}", receipt: r}}
-        - expect_error_close: {headers: {receipt-id: r}}
-        - connect: {conn: b}
-        - connect: {conn: b, expect: nothing}
-        - expect_error_close: {conn: b}
-    """)
-
-
 # -- the choices the spec leaves to a server (BrokerConfig switches) -------------------------
 
-def test_virtual_hosts_the_first_is_the_default(tmp_path: Path) -> None:
-    # 1.0 has no host header: a 1.0 CONNECT without one is served as the default host
-    passes(tmp_path, """
-        - open: {}
-        - raw: {data: "CONNECT\\n\\n\\0"}
-        - expect: {command: CONNECTED, headers: {session: {present: true}}}
-    """, versions='"1.0"', run={"host": "/prod"}, vhosts=("/prod", "/test"))
-    passes(tmp_path, """
-        - connect: {expect: nothing, headers: {host: /test}}
-        - expect: {command: CONNECTED}
-        - connect: {conn: b, expect: nothing, headers: {host: nowhere}}
-        - expect_error_close: {conn: b, headers: {message: {regex: ".*'nowhere'.*serves /prod, /test"}}}
-    """, versions='"1.0", "1.2"', run={"host": "/prod"}, vhosts=("/prod", "/test"))
-    passes(tmp_path, """
-        - connect: {expect: nothing, headers: {host: nowhere}}
-        - expect: {command: CONNECTED}
-    """, versions='"1.0", "1.2"', vhosts=("/prod",), unknown_vhost="default")
-
-
-@pytest.mark.parametrize("anonymous", [False, True])
-def test_a_1_0_connect_without_login_is_refused_unless_anonymous_1_0_is_on(
-        tmp_path: Path, anonymous: bool) -> None:
-    users = {"u": "p"}
-    answer = "expect: {command: CONNECTED}" if anonymous else \
-        'expect_error_close: {headers: {message: {regex: ".*without login.*"}}}'
-    passes(tmp_path, f"""
-        - open: {{}}
-        - raw: {{data: "CONNECT\\n\\n\\0"}}
-        - {answer}
-        - open: {{conn: wrong}}
-        - raw: {{conn: wrong, data: "CONNECT\\nlogin:u\\npasscode:x\\n\\n\\0"}}
-        - expect_error_close: {{conn: wrong, headers: {{message: {{regex: ".*wrong passcode.*"}}}}}}
-        - open: {{conn: right}}
-        - raw: {{conn: right, data: "CONNECT\\nlogin:u\\npasscode:p\\n\\n\\0"}}
-        - expect: {{conn: right, command: CONNECTED}}
-    """, versions='"1.0"', run=USER, users=users, v10_anonymous=anonymous)
-    passes(tmp_path, """
-        - open: {}
-        - raw: {data: "CONNECT\\naccept-version:${version}\\nhost:h\\n\\n\\0"}
-        - expect_error_close: {headers: {message: {regex: ".*without login.*"}}}
-    """, versions='"1.1", "1.2"', run=USER, users=users, v10_anonymous=anonymous)
-
-
-@pytest.mark.parametrize(("nack", "then"), [
-    ("redeliver", 'expect: {command: MESSAGE, headers: {redelivered: "true"}, body: m1}'),
-    ("discard", "expect: {command: MESSAGE, body: m2}"),  # m1 is gone
-])
-def test_a_nacked_message_is_redelivered_or_discarded(tmp_path: Path, nack: str,
-                                                       then: str) -> None:
-    passes(tmp_path, f"""
-        - connect: {{}}
-        - send: {{command: SUBSCRIBE, headers: {{id: a, destination: "${{queue}}", ack: client-individual}}}}
-        - send: {{command: SEND, headers: {{destination: "${{queue}}"}}, body: m1}}
-        - expect: {{command: MESSAGE, body: m1, capture: {{first: ack}}}}
-        - send: {{command: NACK, headers: {{id: "${{first}}"}}}}
-        - send: {{command: SEND, headers: {{destination: "${{queue}}"}}, body: m2}}
-        - {then}
-    """, nack=nack)
-
-
-def test_unknown_commands_get_error_or_are_ignored(tmp_path: Path) -> None:
-    steps = """
-        - connect: {}
-        - raw: {data: "SNED\\ndestination:${queue}\\nreceipt:r\\n\\nhi\\0"}
-        - %s
-    """
-    passes(tmp_path, steps % "expect_error_close: {headers: {message: {regex: \".*unknown command 'SNED'\"}}}")
-    passes(tmp_path, steps % """expect_none: {within: 0.3}
-        - send: {command: SEND, headers: {destination: "${queue}", receipt: alive}}
-        - expect: {command: RECEIPT, headers: {receipt-id: alive}}""",
-           unknown_command="ignore")
-
-
-def test_minimal_connected_has_only_what_each_version_requires(tmp_path: Path) -> None:
-    absent = "{absent: true}"
-    passes(tmp_path, f"""
-        - connect: {{expect: nothing}}
-        - expect: {{command: CONNECTED, headers: {{version: {{present: true}}, heart-beat: "1000,1000", session: {absent}, server: {absent}}}}}
-    """, versions='"1.1", "1.2"', minimal_connected=True)
-    passes(tmp_path, f"""
-        - connect: {{expect: nothing}}
-        - expect: {{command: CONNECTED, headers: {{version: "1.2", heart-beat: {absent}, session: {absent}, server: {absent}}}}}
-    """, minimal_connected=True, heartbeat=(0, 0))
-    passes(tmp_path, f"""
-        - connect: {{expect: nothing}}
-        - expect: {{command: CONNECTED, headers: {{session: {{present: true}}, server: {absent}}}}}
-    """, versions='"1.0"', minimal_connected=True)
-
-
-def test_colon_ids_are_escaped_and_acknowledged() -> None:
-    async def main(port: int, version: str) -> list[bytes]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        connect = {"accept-version": version, "host": "h"} if version != "1.0" else {}
-        ack = "client-individual" if version != "1.0" else "client"
-        writer.write(encode(Frame("CONNECT", connect)) + encode(Frame(
-            "SUBSCRIBE", {"id": "a", "destination": "/queue/colons", "ack": ack})) +
-            encode(Frame("SEND", {"destination": "/queue/colons"}, b"m")))
-        parser = Parser(version=version)  # type: ignore[arg-type]
-        frames: list[Frame] = []
-        seen = b""
-        while len(frames) < 2:
-            data = await asyncio.wait_for(reader.read(65536), 5)
-            seen += data
-            frames += [e for e in parser.feed(data) if isinstance(e, Frame)]
-        message = frames[1]
-        acked = {"1.2": {"id": message.get("ack") or ""},
-                 "1.1": {"message-id": message.get("message-id") or "", "subscription": "a"},
-                 "1.0": {"message-id": message.get("message-id") or ""}}[version]
-        writer.write(encode(Frame("ACK", {**acked, "receipt": "r"}),
-                            version=version))  # type: ignore[arg-type]
-        while len(frames) < 3:
-            data = await asyncio.wait_for(reader.read(65536), 5)
-            frames += [e for e in parser.feed(data) if isinstance(e, Frame)]
-        writer.close()
-        return [seen, frames[2].command.encode()]
-
-    with broker(colon_ids=True) as port:
-        for version in ("1.0", "1.1", "1.2"):
-            wire, answer = asyncio.run(main(port, version))
-            assert answer == b"RECEIPT", version
-            if version == "1.0":  # 1.0 has no escapes: the value is written as it is
-                assert b"\nmessage-id:ID:reference:1:" in wire
-            else:
-                assert b"\nmessage-id:ID\\creference\\c1\\c" in wire, wire
-            if version == "1.2":
-                assert b"\nack:ID\\cs" in wire, wire
-
-
-def test_server_headers_are_added_to_messages_unless_the_sender_gave_them(tmp_path: Path) -> None:
-    passes(tmp_path, """
-        - connect: {}
-        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}"}}
-        - send: {command: SEND, headers: {destination: "${queue}", priority: "9"}, body: m}
-        - expect: {command: MESSAGE, headers: {priority: "9", expires: "0", timestamp: {regex: "[0-9]{13}"}}}
-    """, server_headers=True)
-
-
-def test_limits_are_set_by_name(tmp_path: Path) -> None:
+def test_limits_are_set_by_name() -> None:
     config = BrokerConfig().with_limits({"body": 100, "headers": 5, "subscriptions": 1,
                                          "pending": 1})
     assert (config.limits.max_body, config.limits.max_headers, config.max_subscriptions,
@@ -267,21 +59,6 @@ def test_limits_are_set_by_name(tmp_path: Path) -> None:
     for bad, words in (({"bodyy": 1}, "unknown limit 'bodyy'"), ({"body": 0}, "positive")):
         with pytest.raises(ValueError, match=words):
             BrokerConfig().with_limits(bad)
-    passes(tmp_path, """
-        - connect: {}
-        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: m2}
-        - expect: {command: MESSAGE, body: m1, capture: {first: ack}}
-        - expect_none: {within: 0.3}
-        - send: {command: ACK, headers: {id: "${first}"}}
-        - expect: {command: MESSAGE, body: m2}
-        - send: {command: SUBSCRIBE, headers: {id: b, destination: "${queue2}"}}
-        - expect_error_close: {headers: {message: {regex: "more than 1 subscriptions"}}}
-        - connect: {conn: big}
-        - send: {conn: big, command: SEND, headers: {destination: "${queue}"}, body: "%s"}
-        - expect_error_close: {conn: big}
-    """ % ("b" * 101), limits=config.limits, max_subscriptions=1, max_pending=1)
 
 
 @pytest.mark.parametrize(("config", "words"), [
@@ -297,131 +74,7 @@ def test_switches_refuse_values_the_spec_does_not_allow(config: dict[str, object
         BrokerConfig(**config)  # type: ignore[arg-type]
 
 
-# -- queues, topics, acks ------------------------------------------------------------------
-
-def test_queue_round_robin_topic_fan_out_and_user_headers(tmp_path: Path) -> None:
-    passes(tmp_path, """
-        - connect: {}
-        - connect: {conn: b}
-        - send: {command: SUBSCRIBE, headers: {id: q, destination: "${queue}"}}
-        - send: {conn: b, command: SUBSCRIBE, headers: {id: q, destination: "${queue}", receipt: s}}
-        - expect: {conn: b, command: RECEIPT}
-        - send: {command: SUBSCRIBE, headers: {id: t, destination: "${topic}"}}
-        - send: {conn: b, command: SUBSCRIBE, headers: {id: t, destination: "${topic}", receipt: s2}}
-        - expect: {conn: b, command: RECEIPT}
-        - send: {command: SEND, headers: {destination: "${queue}", x-a: " padded ", "k:colon": "v\\\\n"}, body: one}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: two}
-        - expect: {command: MESSAGE, headers: {subscription: q, x-a: " padded ", "k:colon": "v\\\\n", destination: "${queue}"}, body: one}
-        - expect: {conn: b, command: MESSAGE, body: two}
-        - send: {command: SEND, headers: {destination: "${topic}"}, body: all}
-        - expect: {command: MESSAGE, headers: {subscription: t}, body: all}
-        - expect: {conn: b, command: MESSAGE, headers: {subscription: t}, body: all}
-    """)
-
-
-def test_client_ack_is_cumulative_within_one_subscription(tmp_path: Path) -> None:
-    passes(tmp_path, """
-        - connect: {}
-        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
-        - send: {command: SUBSCRIBE, headers: {id: b, destination: "${queue2}", ack: client}}
-        - send: {command: SEND, headers: {destination: "${queue2}"}, body: other}
-        - expect: {command: MESSAGE, body: other}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
-        - expect: {command: MESSAGE, body: m1}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: m2}
-        - expect: {command: MESSAGE, body: m2, capture: {last: ack}}
-        - send: {command: ACK, headers: {id: "${last}", receipt: r}}
-        - expect: {command: RECEIPT}
-        - close: {}
-        - connect: {conn: again}
-        - send: {conn: again, command: SUBSCRIBE, headers: {id: b, destination: "${queue2}"}}
-        - expect: {conn: again, command: MESSAGE, headers: {redelivered: "true"}, body: other}
-        - send: {conn: again, command: SUBSCRIBE, headers: {id: a, destination: "${queue}"}}
-        - expect_none: {conn: again, within: 0.3}
-    """)
-
-
-def test_client_individual_ack_and_nack_redelivery(tmp_path: Path) -> None:
-    passes(tmp_path, """
-        - connect: {}
-        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client-individual}}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
-        - expect: {command: MESSAGE, body: m1, capture: {first: ack}}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: m2}
-        - expect: {command: MESSAGE, body: m2, capture: {second: ack}}
-        - send: {command: ACK, headers: {id: "${second}"}}
-        - send: {command: NACK, headers: {id: "${first}"}}
-        - expect: {command: MESSAGE, headers: {redelivered: "true"}, body: m1, capture: {again: ack}}
-        - send: {command: ACK, headers: {id: "${again}", receipt: r}}
-        - expect: {command: RECEIPT}
-        - send: {command: ACK, headers: {id: "${second}"}}
-        - expect_error_close: {}
-    """)
-
-
-def test_ack_headers_of_1_1_and_1_0(tmp_path: Path) -> None:
-    passes(tmp_path, """
-        - connect: {}
-        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client}}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
-        - expect: {command: MESSAGE, headers: {ack: {absent: true}}, capture: {mid: message-id}}
-        - send: {command: ACK, headers: {message-id: "${mid}", subscription: a, receipt: r}}
-        - expect: {command: RECEIPT}
-    """, versions='"1.1"')
-    passes(tmp_path, """
-        - connect: {}
-        - send: {command: SUBSCRIBE, headers: {destination: "${queue}", ack: client}}
-        - send: {command: SEND, headers: {destination: "${queue}"}, body: m1}
-        - expect: {command: MESSAGE, capture: {mid: message-id}}
-        - send: {command: ACK, headers: {message-id: "${mid}", receipt: r}}
-        - expect: {command: RECEIPT}
-    """, versions='"1.0"')
-
-
-# -- transactions ------------------------------------------------------------------------------
-
-def test_transactions_commit_abort_and_implicit_abort(tmp_path: Path) -> None:
-    passes(tmp_path, """
-        - connect: {}
-        - send: {command: SUBSCRIBE, headers: {id: a, destination: "${queue}", ack: client-individual}}
-        - send: {command: BEGIN, headers: {transaction: t1}}
-        - send: {command: SEND, headers: {destination: "${queue}", transaction: t1}, body: held}
-        - expect_none: {within: 0.2}
-        - send: {command: COMMIT, headers: {transaction: t1}}
-        - expect: {command: MESSAGE, body: held, capture: {a1: ack}}
-        - send: {command: BEGIN, headers: {transaction: t2}}
-        - send: {command: SEND, headers: {destination: "${queue}", transaction: t2}, body: dropped}
-        - send: {command: ACK, headers: {id: "${a1}", transaction: t2}}
-        - send: {command: ABORT, headers: {transaction: t2, receipt: r}}
-        - expect: {command: RECEIPT}
-        - send: {command: BEGIN, headers: {transaction: t3}}
-        - send: {command: SEND, headers: {destination: "${queue2}", transaction: t3}, body: never}
-        - close: {}
-        - connect: {conn: b}
-        - send: {conn: b, command: SUBSCRIBE, headers: {id: a, destination: "${queue}"}}
-        - expect: {conn: b, command: MESSAGE, headers: {redelivered: "true"}, body: held}
-        - send: {conn: b, command: SUBSCRIBE, headers: {id: c, destination: "${queue2}"}}
-        - expect_none: {conn: b, within: 0.3}
-        - send: {conn: b, command: COMMIT, headers: {transaction: nope}}
-        - expect_error_close: {conn: b, headers: {message: {regex: ".*unknown transaction.*"}}}
-    """)
-
-
 # -- errors and limits -----------------------------------------------------------------------
-
-@pytest.mark.parametrize("bad", [
-    "SEND\\ndestination:${queue}\\nk:\\\\t\\nreceipt:r\\n\\n\\0",       # undefined escape
-    "SUBSCRIBE\\nid:1\\ndestination:${queue}\\nreceipt:r\\n\\nbody\\0",  # a body it must not have
-    "FOO\\nreceipt:r\\n\\n\\0",                                        # unknown command
-    "SEND\\nreceipt:r\\n\\n\\0",                                       # no destination
-])
-def test_every_error_is_error_then_close_with_receipt_id(tmp_path: Path, bad: str) -> None:
-    passes(tmp_path, f"""
-        - connect: {{}}
-        - raw: {{data: "{bad}"}}
-        - expect_error_close: {{headers: {{receipt-id: r, message: {{present: true}}}}}}
-    """)
-
 
 def test_a_fault_the_encoder_refuses_still_escapes_headers() -> None:
     """error-without-content-headers makes an ERROR whose body holds a NUL unencodable: it
@@ -450,6 +103,7 @@ def test_limits_are_answered_with_error_then_close(tmp_path: Path, flood: str) -
 
 # -- heart-beats -------------------------------------------------------------------------------
 
+@pytest.mark.timing
 def test_heartbeats_are_sent_at_the_negotiated_interval_and_a_silent_client_dropped() -> None:
     async def main(port: int) -> tuple[list[float], float]:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -475,6 +129,7 @@ def test_heartbeats_are_sent_at_the_negotiated_interval_and_a_silent_client_drop
 
 # -- abuse -------------------------------------------------------------------------------------
 
+@pytest.mark.timing
 def test_slow_loris_and_a_flood_of_connections(tmp_path: Path) -> None:
     passes(tmp_path, """
         - connect: {}
@@ -718,6 +373,7 @@ def test_the_broker_verb_sets_the_switches() -> None:
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
+@pytest.mark.timing
 def test_heartbeat_steps_see_the_interval_and_keep_a_connection_alive(tmp_path: Path) -> None:
     steps = """
         - connect: {headers: {heart-beat: "0,200"}}
@@ -782,76 +438,4 @@ def test_a_session_refused_after_it_was_served_is_an_error_of_the_setup(
     assert errors and {r.outcome for r in results} <= {Outcome.PASSED, Outcome.ERROR}
     assert all(r.setup_refused and "served the same CONNECT before the cases: at a limit "
                "of connections? try fewer --jobs" in r.message for r in errors), errors
-
-
-# -- the protocol without I/O ----------------------------------------------------------------------
-
-class Driver:
-    """A connection's driver with no socket: always room, what is sent parsed back."""
-
-    def __init__(self, store: Store, name: str, config: BrokerConfig | None = None,
-                 faults: Faults | None = None) -> None:
-        self.connection = BrokerProtocol(config or BrokerConfig(), faults or Faults(), store, self,
-                                     name, clock=lambda: 1_700_000_000.25)
-        self.parser = Parser()
-
-    def has_room(self) -> bool:
-        return not self.connection.closing
-
-    def deliver(self, subscription: Subscription, message: Message) -> None:
-        self.connection.deliver(subscription, message)
-
-    def slow(self, subscription: Subscription) -> None:
-        self.connection.slow(subscription)
-
-    def feed(self, *frames: Frame) -> list[Frame]:
-        """What the connection sends back for `frames` (and what it was given meanwhile)."""
-        parsed = self.connection.receive_data(b"".join(encode(f) for f in frames))
-        assert parsed
-        return [e for e in self.parser.feed(self.connection.data_to_send())
-                if isinstance(e, Frame)]
-
-
-def test_the_protocol_runs_without_sockets_tasks_or_clock() -> None:
-    store = Store(max_bytes=1 << 20)
-    config = BrokerConfig(server_headers=True)
-    alice, bob = Driver(store, "a1", config), Driver(store, "b1", config)
-    connect = Frame("CONNECT", [("accept-version", "1.2"), ("host", "h"),
-                                ("heart-beat", "500,2000")])
-    (connected,) = alice.feed(connect)
-    assert (connected.command, connected.get("session"), connected.get("heart-beat")) == \
-        ("CONNECTED", "a1", "1000,1000")
-    # the driver is told to send heart-beats every 2 s and to expect them every 1 s
-    assert (alice.connection.beat, alice.connection.send_every,
-            alice.connection.expect_every, alice.connection.heartbeat_deadline) == \
-        (True, 2.0, 1.0, 2.0)
-    replies = alice.feed(Frame("SUBSCRIBE", [("id", "s"), ("destination", "/queue/q"),
-                                             ("ack", "client"), ("receipt", "r1")]))
-    assert [(f.command, f.get("receipt-id")) for f in replies] == [("RECEIPT", "r1")]
-    bob.feed(connect)
-    assert bob.feed(Frame("SEND", [("destination", "/queue/q"), ("x", "y")], b"hi")) == []
-    (message,) = [e for e in alice.parser.feed(alice.connection.data_to_send())
-                  if isinstance(e, Frame)]
-    assert (message.command, message.body, message.get("ack"), message.get("x"),
-            message.get("timestamp")) == ("MESSAGE", b"hi", "a1-1", "y", "1700000000250")
-    assert bob.feed(Frame("DISCONNECT", [("receipt", "bye")]))[0].get("receipt-id") == "bye"
-    assert bob.connection.closing
-    alice.connection.end()  # the unacknowledged message goes back to its queue
-    assert [m.redelivered for m in store.destination("/queue/q").messages] == [True]
-
-
-def test_the_protocol_reports_refused_input_and_reads_on_under_error_without_close() -> None:
-    store = Store(max_bytes=1 << 20)
-    config = BrokerConfig(limits=dataclasses.replace(BrokerConfig().limits, max_headers=2))
-    strict = Driver(store, "x", config)
-    crowded = encode(Frame("CONNECT", [("accept-version", "1.2"), ("host", "h"),
-                                       ("a", "1"), ("b", "2")]))
-    assert not strict.connection.receive_data(crowded)
-    assert strict.connection.closing
-    assert strict.connection.data_to_send().startswith(b"ERROR\nmessage:frame refused")
-    lenient = Driver(store, "y", config, Faults(error_without_close=True))
-    assert not lenient.connection.receive_data(crowded)
-    assert not lenient.connection.closing  # a fresh parser reads on
-    assert lenient.feed(Frame("CONNECT", [("accept-version", "1.2"), ("host", "h")]))[-1] \
-        .command == "CONNECTED"
 

@@ -46,7 +46,8 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
         return Answer(refused="unknown command 'STOMP'")
     if faults.unescape_connect:
         try:
-            frame.headers = [(unescape(k, "1.2"), unescape(v, "1.2")) for k, v in frame.headers]
+            frame = frame.replace(headers=[(unescape(k, "1.2"), unescape(v, "1.2"))
+                                           for k, v in frame.headers])
         except StompError as problem:
             return Answer(refused=f"malformed CONNECT: {problem.message}")
     accept = frame.get("accept-version")

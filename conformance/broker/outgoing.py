@@ -5,6 +5,8 @@ Functions of their arguments alone: the protocol (protocol.py) decides what to s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from conformance.broker.destinations import Message, Subscription
 from conformance.broker.faults import Faults
 from conformance.codec import Frame, LocalProtocolError, encode, encode_headers, encode_raw
@@ -25,9 +27,9 @@ def frame_bytes(frame: Frame, version: str, faults: Faults) -> bytes:
                       content_length=False if no_length else None)
     except LocalProtocolError:
         if not faults.active:  # a 1.0 subscriber of a header it cannot carry: leave it out
-            frame.headers = [(k, v) for k, v in frame.headers
-                             if "\n" not in k + v and ":" not in k]
-            return encode(frame, version=version)  # type: ignore[arg-type]
+            return encode(frame.replace(headers=[(k, v) for k, v in frame.headers
+                                                 if "\n" not in k + v and ":" not in k]),
+                          version=version)  # type: ignore[arg-type]
         # a fault asked for what the encoder refuses: write it as it is, its headers still
         # escaped unless that is the fault (a fault breaks its one statement, no other)
         return encode_raw(frame.command, _header_lines(frame, version, faults), frame.body,
@@ -36,7 +38,7 @@ def frame_bytes(frame: Frame, version: str, faults: Faults) -> bytes:
 
 
 def _header_lines(frame: Frame, version: str, faults: Faults
-                  ) -> list[tuple[str, str]] | list[bytes]:
+                  ) -> Sequence[tuple[str, str]] | list[bytes]:
     if faults.no_escaping:
         return frame.headers
     try:

@@ -4,13 +4,15 @@ frame by frame (CONNECT itself is answered in connect.py). Every error is an ERR
 closing the connection.
 
 A BrokerProtocol owns no socket, task or clock of its own (the one it reads, for the
-timestamp of server headers, is given). Its driver (session.py) feeds it what the client
-sent (`receive_data`), takes what to send (`data_to_send`, in order, as h2 does) and acts
-on what it leaves in its attributes: `closing` (close once what is to send is sent),
-`beat` (start heart-beats every `send_every` seconds), `expect_every` (the client's).
-Messages reach other connections through the shared Store, which hands them to each
-subscription's Consumer (the driver of that connection, which has its BrokerProtocol
-render them with `deliver`)."""
+timestamp of server headers, is given). As h11's connection does, it answers each call with
+a value its driver (session.py) carries out, never with flags the driver writes back:
+`receive_data` (what the client sent), `deliver` and `slow` (what the store gives the
+connection) and `timed_out` (the driver's clocks) return the actions to take, in order:
+`Send` the octets of frames, start `Heartbeats`, `Close` once what is sent is sent. What it
+reads of a connection is state the driver may look at (`connected`, `closing`, `buffered`,
+`pending`), and the frames it receives it leaves as they are. Messages reach other
+connections through the shared Store, which hands them to each subscription's Consumer (the
+driver of that connection, which has its BrokerProtocol render them with `deliver`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import functools
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from conformance.broker.config import BrokerConfig
 from conformance.broker.connect import answer
@@ -35,6 +38,33 @@ from conformance.spec.grammar import ACK_MODES, CLIENT_COMMANDS
 
 #: headers of SEND that are the broker's business, not the message's
 TRANSPORT_HEADERS = frozenset({"destination", "receipt", "transaction", "content-length"})
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write these frames' octets, in order (over WebSocket, a message each)."""
+
+    frames: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeats:
+    """The session's heart-beats: send an EOL after `send_every` seconds without writing
+    (0: none), and count the client's as missed after `expect_within` seconds without
+    reading (0: none expected)."""
+
+    send_every: float
+    expect_within: float
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection once what is to be sent is sent; nothing more is written."""
+
+    why: str
+
+
+Action = Send | Heartbeats | Close
 
 
 class Refused(Exception):
@@ -59,90 +89,101 @@ class BrokerProtocol:
         self.connected = False
         #: the connection is over once what is to send is sent; nothing more is written
         self.closing = False
-        #: seconds between the broker's heart-beats (0: none), and the client's
-        self.send_every = 0.0
-        self.expect_every = 0.0
-        #: start sending heart-beats (the driver clears it once it has)
-        self.beat = False
         self.subscriptions: dict[str, Subscription] = {}
         self.transactions: dict[str, list[Callable[[], None]]] = {}
         #: transaction -> octets of its SENDs the store holds until COMMIT or ABORT
         self._held: dict[str, int] = {}
         self._deferred = 0  # frames kept by open transactions
         self._acks = itertools.count(1)
-        #: what is to send, in order, and its octets
-        self.out: list[bytes] = []
-        self.out_bytes = 0
+        #: what the next answer holds: frames to send (and their octets), the heart-beats
+        #: to start, why the connection closes. A delivery the store makes to this
+        #: connection while it handles a frame answers with what is to send so far, so
+        #: that everything goes out in the order it was made.
+        self._out: list[bytes] = []
+        self.pending = 0
+        self._beats: Heartbeats | None = None
+        self._closed = ""
 
     # -- in and out ---------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes) -> bool:
-        """Handle what the client sent; False if the parser refused it (the connection is
-        then closing, or reads on from a fresh parser under error-without-close)."""
+    def receive_data(self, data: bytes) -> list[Action]:
+        """What to do about what the client sent (nothing, once closing)."""
+        if self.closing:
+            return []
+        self._receive(data)
+        return self._answer()
+
+    def _receive(self, data: bytes) -> None:
         try:
             events = self.parser.feed(data)
         except StompError as problem:
             for event in getattr(problem, "events", []):
                 self.handle(event)
                 if self.closing:
-                    return False
+                    return
             if self.faults.limit_close_without_error:
-                self.closing = True
-                return False
+                self._close(f"frame refused: {problem.message}")
+                return
             self.error(f"frame refused: {problem.message}", detail=str(problem))
             if not self.closing:  # error-without-close: read on, from a fresh parser
                 self.parser = Parser(version=self.parser.version, strict=False,
                                      limits=self.config.limits)
-            return False
+            return
         for event in events:
             self.handle(event)
             if self.closing:
-                break
-        return True
+                return
+
+    def _answer(self) -> list[Action]:
+        """What is to do since the last answer."""
+        actions: list[Action] = []
+        if self._out:
+            actions.append(Send(tuple(self._out)))
+            self._out, self.pending = [], 0
+        if self._beats is not None:
+            actions.append(self._beats)
+            self._beats = None
+        if self._closed:
+            actions.append(Close(self._closed))
+            self._closed = ""
+        return actions
 
     @property
     def buffered(self) -> int:
         """Octets received of a frame not yet complete."""
         return self.parser.buffered
 
-    @property
-    def heartbeat_deadline(self) -> float:
-        """Seconds of silence after which the client's heart-beat counts as missed."""
-        tolerance = 0.9 if self.faults.heartbeat_no_tolerance else \
-            self.config.heartbeat_tolerance
-        return self.expect_every * tolerance
-
-    def data_to_send(self) -> bytes:
-        """What is to send, taken."""
-        return b"".join(self.frames_to_send())
-
-    def frames_to_send(self) -> list[bytes]:
-        """What is to send, taken, a frame's octets at a time (a WebSocket message each)."""
-        frames = self.out
-        self.out = []
-        self.out_bytes = 0
-        return frames
-
     def _emit(self, data: bytes) -> None:
-        self.out.append(data)
-        self.out_bytes += len(data)
+        self._out.append(data)
+        self.pending += len(data)
 
     def write(self, frame: Frame) -> None:
         if not self.closing:
             self._emit(frame_bytes(frame, self.version, self.faults))
 
+    def _close(self, why: str) -> None:
+        if not self.closing:
+            self.closing = True
+            self._closed = why
+
     def error(self, message: str, frame: Frame | None = None, detail: str = "") -> None:
         """ERROR, then close (unless the error-without-close fault is on)."""
         self.write(error_frame(message, frame, detail, self.faults))
         if not self.faults.error_without_close:
-            self.closing = True
+            self._close(message)
+
+    def timed_out(self, why: str) -> list[Action]:
+        """The driver's clock ran out (no CONNECT, a frame too slow, a missed heart-beat,
+        an idle connection): ERROR saying `why`, then close."""
+        self.error(why)
+        return self._answer()
 
     # -- what the store gives this connection ---------------------------------------------------
 
-    def deliver(self, subscription: Subscription, message: Message) -> None:
+    def deliver(self, subscription: Subscription, message: Message) -> list[Action]:
         """MESSAGE of `message` to `subscription`, one of this connection's."""
         if self.closing:
-            return
+            return []
         ack = None
         if subscription.ack != "auto":
             ack = f"ID:{self.id}:{next(self._acks)}" if self.config.colon_ids \
@@ -153,26 +194,29 @@ class BrokerProtocol:
         if data is None:
             self.write(message_frame(subscription, message, ack, self.version, self.faults))
         else:
-            self.out.append(data)
-            self.out_bytes += len(data)
+            self._emit(data)
+        return self._answer()
 
-    def slow(self, subscription: Subscription) -> None:
+    def slow(self, subscription: Subscription) -> list[Action]:
         """A topic subscriber without room: the broker will not buffer for it."""
         self.write(Frame("ERROR", [("message", f"slow consumer: subscription "
                                                f"{subscription.id!r} fell too far behind"),
                                    ("content-type", "text/plain")], b"slow consumer"))
-        self.closing = True
+        self._close("slow consumer")
+        return self._answer()
 
     def resume(self) -> None:
-        """The client has read what was written: give its queues another turn."""
+        """The client has read what was written: give its queues another turn (deliveries
+        come through the consumers, this one's among them)."""
         mine = {s.destination for s in self.subscriptions.values()}
         self.store.dispatch_all(lambda d: d.name in mine)
 
     def end(self) -> None:
         """The connection is over: abort transactions, give back unacknowledged messages."""
         self.closing = True
+        self._out, self.pending, self._closed = [], 0, ""
         for name in list(self.transactions):
-            self._close(name, commit=self.faults.no_implicit_abort)
+            self._end_transaction(name, commit=self.faults.no_implicit_abort)
         requeue = not self.faults.no_redelivery
         for subscription in self.subscriptions.values():
             self.store.unsubscribe(subscription, requeue=requeue)
@@ -187,8 +231,11 @@ class BrokerProtocol:
                 self.error("CR LF is not an EOL")
             return
         frame = event
-        if faults.active and self._fault_first(frame):
-            return
+        if faults.active:
+            bent = self._fault_first(event)
+            if bent is None:
+                return
+            frame = bent
         if self.connected and frame.command not in CLIENT_COMMANDS and \
                 self.config.unknown_command == "ignore":
             return  # a frame not in the client's list: the ERROR is a MAY (1.1, 1.2)
@@ -218,7 +265,7 @@ class BrokerProtocol:
         if receipt is not None and not faults.drop_receipts:
             self.write(receipt_frame(receipt, faults))
         if command == "DISCONNECT":
-            self.closing = True
+            self._close("DISCONNECT")
 
     def connect(self, frame: Frame) -> None:
         """Carry out connect.py's answer to CONNECT (or STOMP)."""
@@ -237,23 +284,27 @@ class BrokerProtocol:
         for reply in done.frames:
             self.write(reply)
         if done.close:
-            self.closing = True
-        if done.connected:
-            self.send_every, self.expect_every = done.send_every, done.expect_every
-            self.beat = done.beat
+            self._close("no common protocol version")
+        if done.connected and (done.beat or done.expect_every):
+            tolerance = 0.9 if self.faults.heartbeat_no_tolerance else \
+                self.config.heartbeat_tolerance
+            self._beats = Heartbeats(done.send_every if done.beat else 0.0,
+                                     done.expect_every * tolerance)
 
-    def _fault_first(self, frame: Frame) -> bool:
-        """What faults do to a frame before it is judged; True if it was refused."""
+    def _fault_first(self, frame: Frame) -> Frame | None:
+        """The frame as faults bend it before it is judged (a copy: the one received is
+        left as it came), or None if a fault refused it."""
         faults = self.faults
+        headers = frame.headers
         if faults.trim_headers:
-            frame.headers = [(k.strip(), v.strip()) for k, v in frame.headers]
+            headers = tuple((k.strip(), v.strip()) for k, v in headers)
         if faults.last_header_wins:
-            frame.headers.reverse()
+            headers = headers[::-1]
         if (faults.refuse_body_v10 and self.version == "1.0" and frame.body
                 and frame.command != "SEND"):
             self.error(f"a {frame.command} frame must not have a body", frame)
-            return True
-        return False
+            return None
+        return frame if headers is frame.headers else frame.replace(headers=headers)
 
     def _excused(self, statement: str) -> bool:
         """A violation a fault tells the broker to let pass."""
@@ -423,9 +474,9 @@ class BrokerProtocol:
             if self.faults.accept_unknown_transaction:
                 return
             raise Refused(f"unknown transaction {name!r}")
-        self._close(name, commit=commit)
+        self._end_transaction(name, commit=commit)
 
-    def _close(self, name: str, *, commit: bool) -> None:
+    def _end_transaction(self, name: str, *, commit: bool) -> None:
         """Run an open transaction's actions, or drop them and what the store held for it."""
         actions = self.transactions.pop(name)
         self._deferred -= len(actions)

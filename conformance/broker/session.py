@@ -1,10 +1,10 @@
 """One client connection of the reference broker, its I/O: reading with the connect, frame,
 idle and heart-beat timeouts, writing (what one pass of the event loop makes goes out in
 one send), the write high-water mark, the broker's heart-beats, and the linger before
-closing. What is read and what is written is the protocol's business (protocol.py); a
-Session is also the Consumer of its connection's subscriptions in the Store. It reads and
-writes asyncio streams over TCP, or websocket.py's framing layer (`Reader`, `Writer`): the
-same session either way."""
+closing. What is read and what is written is the protocol's business (protocol.py): the
+session carries out the actions the protocol answers with. A Session is also the Consumer
+of its connection's subscriptions in the Store. It reads and writes asyncio streams over
+TCP, or websocket.py's framing layer (`Reader`, `Writer`): the same session either way."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from conformance.broker.config import BrokerConfig
 from conformance.broker.destinations import Message, Store, Subscription
 from conformance.broker.faults import Faults
-from conformance.broker.protocol import BrokerProtocol
+from conformance.broker.protocol import Action, BrokerProtocol, Close, Heartbeats, Send
 
 _sessions = itertools.count(1)
 
@@ -67,21 +67,41 @@ class Session:
         self._loop = asyncio.get_running_loop()
         self.protocol = BrokerProtocol(config, faults, store, self, f"s{next(_sessions)}",
                                        versions=versions)
+        #: the protocol said Close: what is to send goes, nothing more is read or written
+        self.closing = False
+        #: seconds of silence before a heart-beat (0: none), and before the client's counts
+        #: as missed (0: none expected)
+        self.send_every = self.expect_within = 0.0
         self.last_write = time.monotonic()
+        self._out: list[bytes] = []  # frames to send at the end of this pass of the loop
+        self._out_bytes = 0
         self._tasks: set[asyncio.Task[None]] = set()  # running: cancelled when the session ends
         self._pumping = False
         self._flush_due = False
 
+    def _act(self, actions: list[Action]) -> None:
+        """Carry out what the protocol answered, in order."""
+        for action in actions:
+            if isinstance(action, Send):
+                self._out += action.frames
+                self._out_bytes += sum(map(len, action.frames))
+                self._wrote()
+            elif isinstance(action, Heartbeats):
+                self.send_every, self.expect_within = action.send_every, action.expect_within
+                if self.send_every:
+                    self._start(self._heartbeats())
+            elif isinstance(action, Close):
+                self.closing = True
+
     # -- writing ----------------------------------------------------------------------------
 
     def has_room(self) -> bool:
-        protocol = self.protocol
-        return not protocol.closing and self._transport.get_write_buffer_size() + \
-            protocol.out_bytes < self.config.write_high_water
+        return not self.closing and self._transport.get_write_buffer_size() + \
+            self._out_bytes + self.protocol.pending < self.config.write_high_water
 
     def _wrote(self) -> None:
-        """The protocol has something to send: it goes out at the end of this pass of the
-        event loop, with whatever else is written meanwhile."""
+        """There is something to send: it goes out at the end of this pass of the event
+        loop, with whatever else is written meanwhile."""
         if not self._flush_due:
             self._flush_due = True
             self._loop.call_soon(self._flush)
@@ -89,17 +109,15 @@ class Session:
 
     def _flush(self) -> None:
         self._flush_due = False
-        if self.protocol.out:
-            frames = self.protocol.frames_to_send()
+        if self._out:
+            frames, self._out, self._out_bytes = self._out, [], 0
             if not self.writer.is_closing():  # over TCP, in one send
                 self.writer.writelines(frames)
 
     def deliver(self, subscription: Subscription, message: Message) -> None:
-        protocol = self.protocol
-        if protocol.closing:
+        if self.closing:
             return
-        protocol.deliver(subscription, message)
-        self._wrote()
+        self._act(self.protocol.deliver(subscription, message))
         if not self.has_room() and not self._pumping:
             self._pumping = True
             self._start(self._pump())
@@ -120,19 +138,17 @@ class Session:
 
     def slow(self, subscription: Subscription) -> None:
         """A topic subscriber without room: the broker will not buffer for it."""
-        self.protocol.slow(subscription)
+        self._act(self.protocol.slow(subscription))
         self._flush()
         self.writer.close()
 
     def shut(self) -> None:
         """The broker stops: close the connection (the session then ends its own way)."""
-        self.protocol.closing = True
+        self.closing = True
         self.writer.close()
 
-    def _error(self, message: str) -> None:
-        self.protocol.error(message)
-        if self.protocol.out:
-            self._wrote()
+    def _timed_out(self, why: str) -> None:
+        self._act(self.protocol.timed_out(why))
 
     # -- the connection -------------------------------------------------------------------
 
@@ -171,62 +187,53 @@ class Session:
         config, protocol = self.config, self.protocol
         started = time.monotonic()
         frame_started: float | None = None
-        while not protocol.closing:
+        while not self.closing:
             timeout = self._read_timeout(started, frame_started)
             try:
                 async with asyncio.timeout(timeout):  # no task per read, as wait_for makes
                     data = await self.reader.read(65536)
             except TimeoutError:
-                await self._timed_out(started, frame_started)
+                await self._clock_ran_out(started, frame_started)
                 continue
             if not data:
                 return
-            parsed = protocol.receive_data(data)
-            if protocol.beat:
-                protocol.beat = False
-                self._start(self._heartbeats())
-            if protocol.out:
-                self._wrote()
-            if not parsed:
-                if protocol.closing:
-                    return
-                continue  # error-without-close: read on, from a fresh parser
+            self._act(protocol.receive_data(data))
+            if self.closing:
+                return
             frame_started = (frame_started or time.monotonic()) if protocol.buffered else None
             await self.writer.drain()
             if not protocol.connected and time.monotonic() - started > config.connect_timeout:
-                self._error("no CONNECT frame in time")
+                self._timed_out("no CONNECT frame in time")
 
     def _read_timeout(self, started: float, frame_started: float | None) -> float:
-        config, protocol = self.config, self.protocol
+        config = self.config
         limits = [config.frame_timeout - (time.monotonic() - frame_started)
                   if frame_started else config.idle_timeout]
-        if not protocol.connected:
+        if not self.protocol.connected:
             limits.append(config.connect_timeout - (time.monotonic() - started))
-        if protocol.expect_every:
-            limits.append(protocol.heartbeat_deadline)
+        if self.expect_within:
+            limits.append(self.expect_within)
         return max(min(limits), 0.001)
 
-    async def _timed_out(self, started: float, frame_started: float | None) -> None:
-        config, protocol = self.config, self.protocol
+    async def _clock_ran_out(self, started: float, frame_started: float | None) -> None:
+        config = self.config
         now = time.monotonic()
-        if not protocol.connected and now - started >= config.connect_timeout:
-            self._error("no CONNECT frame in time")
+        if not self.protocol.connected and now - started >= config.connect_timeout:
+            self._timed_out("no CONNECT frame in time")
         elif frame_started and now - frame_started >= config.frame_timeout:
-            self._error(f"a frame took longer than {config.frame_timeout:g} s to arrive")
-        elif protocol.expect_every:
-            self._error(f"no data for {protocol.heartbeat_deadline:g} s: the heart-beat was "
-                        "missed")
+            self._timed_out(f"a frame took longer than {config.frame_timeout:g} s to arrive")
+        elif self.expect_within:
+            self._timed_out(f"no data for {self.expect_within:g} s: the heart-beat was missed")
         else:
-            self._error("connection idle for too long")
+            self._timed_out("connection idle for too long")
         try:
             await self.writer.drain()
         except (ConnectionError, OSError):
             pass
 
     async def _heartbeats(self) -> None:
-        protocol = self.protocol
-        while not protocol.closing:
-            wait = self.last_write + protocol.send_every - time.monotonic()
+        while not self.closing:
+            wait = self.last_write + self.send_every - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
@@ -237,7 +244,7 @@ class Session:
     def end(self) -> None:
         """The connection is over: its tasks are cancelled, its protocol ends (aborting its
         transactions, giving back its unacknowledged messages)."""
-        self.protocol.closing = True
+        self.closing = True
         for task in list(self._tasks):
             task.cancel()
         self.protocol.end()

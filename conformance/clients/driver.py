@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -180,7 +181,7 @@ class Client:
 
     def received(self, frame: Frame) -> None:
         command = frame.command
-        frame.headers = self.decoded(frame.headers)
+        frame = frame.replace(headers=self.decoded(frame.headers))
         if command == "CONNECTED":
             waiter = self.waiting.pop("CONNECTED", None)
             if waiter is not None and not waiter.done():
@@ -202,7 +203,7 @@ class Client:
                 if not waiter.done():
                     waiter.set_exception(ConnectionError(frame.get("message") or "ERROR"))
 
-    def decoded(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def decoded(self, headers: Sequence[tuple[str, str]]) -> Sequence[tuple[str, str]]:
         """A frame's headers as the application gets them, bent by the reading faults."""
         faults = self.faults
         if "raw-header-names" in faults and self.version != "1.0":

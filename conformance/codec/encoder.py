@@ -3,7 +3,7 @@ writes exactly the bytes it is given, so negative cases can break any rule on pu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from conformance.codec.errors import LocalProtocolError
 from conformance.codec.escaping import escape
@@ -44,7 +44,7 @@ def encode(frame: Frame, *, version: Version = "1.2", content_length: bool | Non
     return b"".join((head.encode(), body, b"\x00"))
 
 
-def encode_headers(headers: list[tuple[str, str]], *, version: Version = "1.2",
+def encode_headers(headers: Sequence[tuple[str, str]], *, version: Version = "1.2",
                    command: str = "MESSAGE") -> str:
     """The header lines of a `command` frame, each ending in LF, escaped per version;
     LocalProtocolError for a header the version cannot carry."""
@@ -59,7 +59,7 @@ def encode_headers(headers: list[tuple[str, str]], *, version: Version = "1.2",
     return text + "\n"
 
 
-def _header_text(command: str, headers: list[tuple[str, str]], version: Version) -> str:
+def _header_text(command: str, headers: Sequence[tuple[str, str]], version: Version) -> str:
     """Header lines that need escaping, or that cannot be written unescaped."""
     escaped = ESCAPES[version] is not None and command not in UNESCAPED_COMMANDS
     lines = []

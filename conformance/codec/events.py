@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Final
 
 
 class Violation:
@@ -68,8 +69,9 @@ class Heartbeat:
 
 
 class Frame:
-    """A STOMP frame. `headers` keeps every entry in wire order, repeats included;
-    `get` and `header_map` apply the first-wins rule of repeated headers."""
+    """A STOMP frame, immutable: `replace` makes a changed copy. `headers` keeps every entry
+    in wire order, repeats included; `get` and `header_map` apply the first-wins rule of
+    repeated headers."""
 
     __slots__ = ("command", "headers", "body", "violations", "notes", "offset", "size")
 
@@ -79,25 +81,36 @@ class Frame:
         headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
         body: bytes = b"",
         *,
-        violations: list[Violation] | None = None,
+        violations: Iterable[Violation] = (),
         notes: tuple[str, ...] = (),
         offset: int = -1,
         size: int = -1,
     ) -> None:
-        self.command = command
-        self.headers: list[tuple[str, str]] = list(
-            headers if type(headers) is list  # the common case, without an ABC check
-            else headers.items() if isinstance(headers, Mapping) else headers
-        )
-        self.body = body
-        #: Statements broken by this frame (an observing parser and the validator add here).
-        self.violations: list[Violation] = violations if violations is not None else []
+        # Final: mypy refuses an assignment anywhere after this, and the compiled build
+        # (mypyc) at run time as well.
+        self.command: Final = command
+        self.headers: Final[tuple[tuple[str, str], ...]] = (
+            headers if type(headers) is tuple  # the parser's, without an ABC check
+            else tuple(headers.items() if isinstance(headers, Mapping) else headers))
+        self.body: Final = body
+        #: Statements broken by this frame, as an observing parser read it.
+        self.violations: Final[tuple[Violation, ...]] = tuple(violations)
         #: What the parser read leniently and says so, without grading it (a padded STOMP
         #: 1.0 content-length): observations, not violations.
-        self.notes = notes
+        self.notes: Final = notes
         #: Byte offset of the frame's first octet in the stream, and its size on the wire.
-        self.offset = offset
-        self.size = size
+        self.offset: Final = offset
+        self.size: Final = size
+
+    def replace(self, *, command: str | None = None,
+                headers: Iterable[tuple[str, str]] | None = None,
+                body: bytes | None = None) -> Frame:
+        """A copy with another command, headers or body (violations, notes and place
+        kept)."""
+        return Frame(self.command if command is None else command,
+                     self.headers if headers is None else headers,
+                     self.body if body is None else body, violations=self.violations,
+                     notes=self.notes, offset=self.offset, size=self.size)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """The value of the first entry named `name` ("only the first header entry SHOULD

@@ -252,15 +252,12 @@ class Parser:
         # A slice of a big body through a memoryview saves one copy of it.
         body = bytes(self._buf[body_start:stop] if stop - body_start < 4096
                      else memoryview(self._buf)[body_start:stop])
-        frame = Frame(command, headers, body, violations=violations,
-                      offset=self._base + start, size=stop + 1 - start)
-        if notes:
-            frame.notes = notes
         if body and command not in BODY_COMMANDS and self._version != "1.0":
             self._violate(violations, BodyNotAllowed, "body.forbidden-frames",
                           "a {} frame must not have a body ({} octets)", body_start,
                           (command, len(body)))
-        return frame
+        return Frame(command, headers, body, violations=violations, notes=notes,
+                     offset=self._base + start, size=stop + 1 - start)
 
     def _read_head(self, pos: int, n: int) -> Frame | _Head | None:
         """Parse the frame starting at `pos`: the Frame if it is all there, else the parsed

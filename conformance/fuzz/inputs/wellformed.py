@@ -245,7 +245,7 @@ def valid_input(c: Choices, versions: Sequence[Version]) -> FuzzInput:
     if c.below(8) == 0:
         frames_.append(Frame("DISCONNECT"))
     receipt = f"fz-{name}"
-    frames_[-1].headers.append(("receipt", receipt))
+    frames_[-1] = frames_[-1].replace(headers=[*frames_[-1].headers, ("receipt", receipt)])
     wire = b"".join([write(c, f, version) for f in frames_])
     connect = "STOMP" if version != "1.0" and c.below(6) == 0 else "CONNECT"
     connect_headers: tuple[tuple[str, str], ...] = ()

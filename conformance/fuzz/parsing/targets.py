@@ -112,7 +112,7 @@ def roundtrip_target(data: bytes, *, plant: str | None = None) -> None:
     if refusal is not None:
         raise InvariantBroken(f"encode wrote {frame!r} in {version} despite {refusal}")
     if content_length or (content_length is None and body):
-        frame.headers.append(("content-length", str(len(body))))
+        frame = frame.replace(headers=[*frame.headers, ("content-length", str(len(body)))])
     try:
         events = Parser(version=version).feed(wire)
     except StompError as error:
