@@ -197,21 +197,28 @@ class Engine:
         wanted = {c for case in cases for c in case.requires} - profile.capabilities.keys()
         found: dict[str, bool | int] = {}
         probed: dict[str, str] = {}
-        for name in sorted(wanted):
+        slots = asyncio.Semaphore(self.jobs)
+
+        async def probe(name: str) -> None:  # each on connections and destinations of its own
             version = next((v for v in reversed(profile.versions)
                             if (name, v, False) in capability_cases()), None)
             if version is None:
-                continue
-            has, _ = await run_case(capability_cases()[name, version, False], version,
-                                    self.target, timeout=self.case_timeout, run_id=self.run_id)
-            if has.outcome == Outcome.PASSED:
-                continue
-            held, _ = await run_case(capability_cases()[name, version, True], version,
-                                     self.target, timeout=self.case_timeout, run_id=self.run_id)
+                return
+            async with slots:
+                has, _ = await run_case(capability_cases()[name, version, False], version,
+                                        self.target, timeout=self.case_timeout,
+                                        run_id=self.run_id)
+                if has.outcome == Outcome.PASSED:
+                    return
+                held, _ = await run_case(capability_cases()[name, version, True], version,
+                                         self.target, timeout=self.case_timeout,
+                                         run_id=self.run_id)
             if held.outcome == Outcome.PASSED:
                 found[name] = False
                 probed[name] = f"{name} absent, as the broker showed at STOMP {version}: " \
                                f"{held.title[0].lower()}{held.title[1:]}"
+
+        await asyncio.gather(*map(probe, sorted(wanted)))
         if found:
             self.target = replace(self.target, probed=probed, profile=replace(
                 profile, capabilities={**profile.capabilities, **found}))
