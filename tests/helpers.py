@@ -25,6 +25,14 @@ from conformance.wire.transport import parse_broker
 
 Outcome = tuple[list[tuple[object, ...]], tuple[str, str | None, int | None] | None]
 
+#: The STOMP specifications (CC BY 2.5, stomp.github.io), which the statement catalogue quotes
+SPEC = Path(__file__).resolve().parent / "data" / "spec"
+
+
+def spec_text(version: str) -> str:
+    """The text of the STOMP `version` specification."""
+    return (SPEC / f"stomp-specification-{version}.md").read_text("utf-8")
+
 
 def event_key(event: Frame | Heartbeat) -> tuple[object, ...]:
     if isinstance(event, Heartbeat):
@@ -98,6 +106,15 @@ def run_cases(tmp_path: Path, port: int, *texts: str, profile: str = "reference"
     engine = Engine(target, **options)  # type: ignore[arg-type]
     handlers = [events.append] if events is not None else []
     return asyncio.run(engine.run(load_file(path), handlers))
+
+
+def changed_runs(column: str, committed: set[str], current: set[str]) -> str:
+    """What a committed comparison's column lacks of the current catalogue (`id@version`
+    case runs) and what it still has that the catalogue dropped; '' when they agree."""
+    said = [f"{what} {', '.join(sorted(runs)[:10])}{' ...' if len(runs) > 10 else ''}"
+            for what, runs in (("new in the catalogue:", current - committed),
+                               ("no longer in the catalogue:", committed - current)) if runs]
+    return f"{column}: {'; '.join(said)}" if said else ""
 
 
 def check_comparison_files(stem: str, columns: str, runs: int) -> None:

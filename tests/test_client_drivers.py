@@ -90,6 +90,8 @@ def test_every_shipped_client_profile_has_a_driver_and_none_is_a_broker_profile(
 
 
 @pytest.mark.parametrize("name", sorted(DRIVERS))
+@pytest.mark.slow
+@pytest.mark.timing
 def test_the_client_catalogue_through_a_shipped_driver(name: str, tmp_path: Path) -> None:
     shipped_driver = DRIVERS[name]
     expected_version = shipped_driver.installed_version()

@@ -20,6 +20,8 @@ FUZZ = ROOT / "fuzz"
 sys.path.insert(0, str(FUZZ))
 from coverage_build import LIBFUZZER  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:

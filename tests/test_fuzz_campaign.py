@@ -47,6 +47,7 @@ def no_traceback(done: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
 
 
+@pytest.mark.timing
 def test_a_campaign_with_a_fault_finds_it_and_the_finding_replays(tmp_path: Path) -> None:
     corpus, results = tmp_path / "campaign", tmp_path / "results"
     done = cli("fuzz", "--time", "6s", "--seed", "11", "--corpus", str(corpus), "--fault",
@@ -74,6 +75,7 @@ def test_a_campaign_with_a_fault_finds_it_and_the_finding_replays(tmp_path: Path
     assert all(r["kind"] == "fuzz_finding" and r["schema_version"] == 1 for r in records)
 
 
+@pytest.mark.timing
 def test_one_fault_is_one_finding_that_keeps_its_worst_graded_input(tmp_path: Path) -> None:
     """Every refused input shows error-without-close, in every version: one finding. With
     one job and seed 6 the first input that shows it is a 1.0 one, where error.close-after
@@ -90,6 +92,7 @@ def test_one_fault_is_one_finding_that_keeps_its_worst_graded_input(tmp_path: Pa
     assert int(str(finding["hits"])) > 1 and finding["confirmed"] is True
 
 
+@pytest.mark.timing
 def test_a_campaign_without_a_fault_finds_nothing(tmp_path: Path) -> None:
     done = cli("fuzz", "--time", "3s", "--seed", "11", "--corpus", str(tmp_path / "c"))
     no_traceback(done)
@@ -112,6 +115,7 @@ def children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.timing
 def test_kill_9_then_resume_loses_nothing(tmp_path: Path) -> None:
     corpus = tmp_path / "c"
     command = [sys.executable, "-m", "conformance", "fuzz", "--time", "120s", "--seed", "5",
@@ -283,6 +287,7 @@ def test_a_second_campaign_in_the_same_folder_is_refused_while_one_runs(tmp_path
         assert child.wait(30) in (0, 1)  # SIGTERM stops it cleanly, findings or not
 
 
+@pytest.mark.timing
 def test_a_broker_that_stops_answering_is_a_crash_finding(tmp_path: Path) -> None:
     """A peer that answers like a broker for a while, then stops listening: the liveness
     probe fails, the crash is saved with the inputs sent before it, the campaign stops."""

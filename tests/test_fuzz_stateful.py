@@ -150,6 +150,7 @@ def test_messages_of_a_subscription_being_cancelled_may_go_elsewhere() -> None:
 
 # -- the machine against the reference broker ---------------------------------------------
 
+@pytest.mark.timing
 def test_a_correct_broker_gives_no_finding(tmp_path: Path) -> None:
     found = run_stateful(seed=11, max_examples=60, deadline=60, cases_dir=tmp_path,
                          options=FAST)
@@ -181,6 +182,7 @@ FAULTS = {
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.timing
 def test_each_fault_is_found_shrunk_and_saved_as_a_case_that_replays(
         fault: str, tmp_path: Path) -> None:
     seed, statements = FAULTS[fault]
@@ -198,6 +200,7 @@ def test_each_fault_is_found_shrunk_and_saved_as_a_case_that_replays(
     assert replay(path, frozenset({fault})) == [Outcome.FAILED]
 
 
+@pytest.mark.timing
 def test_without_refusals_only_well_formed_sessions_are_sent(tmp_path: Path) -> None:
     quiet = StatefulOptions(settle=0.0005, within=0.5, steps=15, refusals=False)
     found = run_stateful(seed=1, max_examples=40, deadline=30, cases_dir=tmp_path,
@@ -206,6 +209,7 @@ def test_without_refusals_only_well_formed_sessions_are_sent(tmp_path: Path) -> 
     assert found == []
 
 
+@pytest.mark.timing
 def test_the_cli_runs_a_saved_case(tmp_path: Path) -> None:
     found = run_stateful(seed=1, max_examples=400, deadline=5, cases_dir=tmp_path,
                          options=FAST,

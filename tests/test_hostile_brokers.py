@@ -1,8 +1,8 @@
 """The harness against the zoo of hostile brokers (tests/zoo.py), each in a process of its
-own: a full catalogue run with --jobs 8 (32 against the silent one), and a short fuzz
-campaign. Whatever the broker does: no traceback, exit 1 or 3, a complete and valid JSON
-report, and the harness's peak RSS under 250 MB (its own high-water mark, read at exit).
-The figures are printed."""
+own: a full catalogue run with --jobs 8 (32, each case cut off at 3 s, against the silent
+one), and a short fuzz campaign. Whatever the broker does: no traceback, exit 1 or 3, a
+complete and valid JSON report, and the harness's peak RSS under 250 MB (its own high-water
+mark, read at exit). The figures are printed."""
 
 from __future__ import annotations
 
@@ -21,10 +21,14 @@ from conformance.report.json_report import schema
 from conformance.scenario import load_cases
 
 HERE = Path(__file__).parent
+pytestmark = pytest.mark.slow
 PEAK_MB = 250
 #: A full run's bound: the slowest is a broker that answers CONNECT and then nothing, where
-#: each case waits out its expectations (about 55 s here with 32 jobs).
+#: each case waits until its timeout (3 s there: about 25 s with 32 jobs).
 WALL_S = 400
+#: A fuzz campaign's budget: every input kind has gone out many times, and the hostile
+#: broker's worst (floods, endless frames) has reached the harness, in the first seconds.
+FUZZ_TIME = "4s"
 #: The harness, with its peak RSS (VmHWM) written to stderr as it exits.
 MEASURED = """
 import atexit, runpy, sys
@@ -82,10 +86,11 @@ def test_a_full_run_against_a_hostile_broker(hostile: tuple[str, int], tmp_path:
                                               capsys: pytest.CaptureFixture[str]) -> None:
     report = tmp_path / "report.json"
     # a broker that answers CONNECT and then nothing costs each case its waits, not memory:
-    # more of them at once keep the run short
-    jobs = "32" if hostile[0] == "connected_then_silent" else "8"
-    code, stderr = measured("run", hostile, "--jobs", jobs, "--json", str(report),
-                            exits=(1, 3), timeout=WALL_S, capsys=capsys)
+    # more of them at once, each cut off sooner, keep the run short
+    silent = ["--jobs", "32", "--timeout", "3"] if hostile[0] == "connected_then_silent" \
+        else ["--jobs", "8"]
+    code, stderr = measured("run", hostile, *silent, "--json", str(report), exits=(1, 3),
+                            timeout=WALL_S, capsys=capsys)
     cases = read_checked(report, schema(), "a JSON report")["cases"]
     assert len(cases) == case_runs()
     if code == 3:  # the broker never gave a session: one line says why
@@ -94,10 +99,11 @@ def test_a_full_run_against_a_hostile_broker(hostile: tuple[str, int], tmp_path:
         assert {c["outcome"] for c in cases} == {"error"}
 
 
+@pytest.mark.heavy
 def test_a_fuzz_campaign_against_a_hostile_broker(hostile: tuple[str, int], tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     corpus = tmp_path / "corpus"
-    measured("fuzz", hostile, "--time", "10s", "--corpus", str(corpus), exits=(0, 1, 3),
+    measured("fuzz", hostile, "--time", FUZZ_TIME, "--corpus", str(corpus), exits=(0, 1, 3),
              timeout=120, capsys=capsys)
     for finding in corpus.glob("findings/*.json"):  # each saved whole
         json.loads(finding.read_text())

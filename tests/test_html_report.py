@@ -114,6 +114,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: script (beside a header holding Markdown) at 1.2, failing that case run.
 HOSTILE_DRIVER = r"""
 import json, socket, sys
+
 payload, server, version, note = json.loads(sys.argv[1])
 def say(**event):
     print(json.dumps(event), flush=True)

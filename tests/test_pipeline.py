@@ -46,6 +46,8 @@ from conformance.pipeline.spark import (
 )
 from conformance.report.history import load_history
 
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+
 
 @pytest.fixture(scope="session")
 def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:

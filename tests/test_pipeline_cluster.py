@@ -24,6 +24,8 @@ import pyspark
 import pytest
 from helpers import cli
 
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+
 #: Seconds the master and the workers get to start and register.
 READY_S = 120
 #: The executors' settings: small, so that two fit next to the rest of the suite, and

@@ -46,7 +46,12 @@ def script(name: str, verb: str, timeout: float) -> subprocess.CompletedProcess[
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module", params=sorted(BROKERS))
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
+
+
+# "SCRIPT:PROFILE": the tests of one broker go to one worker, which starts it once (sharing.py)
+@pytest.fixture(scope="module", params=sorted(BROKERS),
+                ids=lambda profile: f"{BROKERS[profile][0]}:{profile}")
 def broker(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     profile: str = request.param
     name, address = BROKERS[profile]

@@ -515,7 +515,7 @@ def test_junit_of_a_full_run_against_a_faulty_broker_is_what_jenkins_reads(
         faults = frozenset({"drop-receipts", "no-escaping"})
         async with embedded(BrokerConfig(port=0, faults=faults)) as broker:
             target = Target(parse_broker(f"127.0.0.1:{broker.port}"), profile)
-            return await Engine(target, jobs=8, case_timeout=1.5).run(
+            return await Engine(target, jobs=32, case_timeout=1.5).run(
                 load_cases([default_cases()]))
 
     given = asyncio.run(run())

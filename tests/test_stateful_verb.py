@@ -12,6 +12,7 @@ from helpers import cli
 from conformance.scenario import load_file
 
 
+@pytest.mark.timing
 def test_a_planted_fault_exits_1_and_writes_the_failing_session_as_a_case(
         tmp_path: Path) -> None:
     # the fault and seed tests/test_fuzz_stateful.py finds within a few seconds
@@ -25,6 +26,7 @@ def test_a_planted_fault_exits_1_and_writes_the_failing_session_as_a_case(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.timing
 def test_a_correct_broker_exits_0_and_writes_nothing(tmp_path: Path) -> None:
     done = cli("stateful", "--seed", "11", "--examples", "15", "--time", "30s", "--output",
                str(tmp_path / "cases"))

@@ -50,6 +50,7 @@ def ws_broker() -> Iterator[str]:
         process.stderr.close()
 
 
+@pytest.mark.timing
 def test_a_ws_campaign_finds_the_fault_tcp_finds_and_the_finding_replays_over_ws(
         tmp_path: Path) -> None:
     done = fuzz(tmp_path / "ws", "--transport", "ws", "--fault", FAULT)
@@ -81,6 +82,7 @@ def test_a_ws_campaign_finds_the_fault_tcp_finds_and_the_finding_replays_over_ws
     assert "reference@ws://embedded+no-heartbeats" in clean.stdout
 
 
+@pytest.mark.timing
 def test_a_finding_on_a_ws_broker_records_its_address_and_its_case_runs_there(
         tmp_path: Path, ws_broker: str) -> None:
     done = fuzz(tmp_path / "c", "--broker", ws_broker)
@@ -107,6 +109,7 @@ def test_probe_split_over_ws_passes() -> None:
     assert re.search(r"passed\s+split", done.stdout), done.stdout
 
 
+@pytest.mark.timing
 def test_stateful_over_ws_runs_clean(tmp_path: Path) -> None:
     done = cli("stateful", "--transport", "ws", "--examples", "5", "--seed", "3", "--time",
                "30s", "--output", str(tmp_path))
@@ -123,6 +126,7 @@ def test_a_transport_the_url_contradicts_is_a_usage_error(verb: str, tmp_path: P
     assert "--transport tcp contradicts --broker ws://127.0.0.1:1/ws" in done.stderr
 
 
+@pytest.mark.timing
 def test_stateful_over_ws_finds_a_planted_fault_through_the_ws_port(tmp_path: Path) -> None:
     # the fault and seed tests/test_stateful_verb.py finds within a few seconds over TCP
     done = cli("stateful", "--transport", "ws", "--fault", "no-implicit-abort", "--seed", "1",
