@@ -79,3 +79,20 @@ def real_records(shared: Callable[[str, Callable[[Path], None]], Path]) -> Path:
         assert faulty.returncode == 1, faulty.stderr
 
     return shared("real-records", make)
+
+
+@pytest.fixture(scope="session")
+def local_pipeline(real_records: Path, shared: Callable[[str, Callable[[Path], None]], Path]
+                   ) -> Path:
+    """`pipeline all --cds` in local mode on `real_records`, run once: its output in out/,
+    its class-data archive in cache/ (XDG_CACHE_HOME), what it printed in stdout and
+    stderr, its exit code in returncode."""
+    def make(folder: Path) -> None:
+        done = cli("pipeline", "all", "--input", str(real_records), "--output",
+                   str(folder / "out"), "--master", "local[2]", "--cds",
+                   env={"XDG_CACHE_HOME": str(folder / "cache")})
+        for name, said in (("stdout", done.stdout), ("stderr", done.stderr),
+                           ("returncode", str(done.returncode))):
+            (folder / name).write_text(said)
+
+    return shared("local-pipeline", make)

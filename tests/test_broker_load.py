@@ -128,6 +128,7 @@ async def well_behaved(port: int, until: float) -> list[float]:
     return waits
 
 
+@pytest.mark.slow
 def test_the_broker_holds_under_abuse_and_keeps_serving(
         child_broker: tuple[int, int], capsys: pytest.CaptureFixture[str]) -> None:
     pid, port = child_broker

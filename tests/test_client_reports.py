@@ -25,6 +25,9 @@ from conformance.report.compare import compare, compare_json, compare_markdown
 from conformance.report.verdict import certify
 from conformance.runner.results import CaseResult, Outcome
 
+# the client runs the module shares take a while
+pytestmark = pytest.mark.slow
+
 XSD = Path(__file__).parent / "data" / "junit.xsd"
 FORMATS = {"json": "r.json", "junit": "r.xml", "html": "r.html", "markdown": "r.md"}
 #: a library that fails the NUL-body case, and a profile that declares it

@@ -68,6 +68,7 @@ def selftests(shared: Callable[[str, Callable[[Path], None]], Path]
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_the_reference_driver_passes_every_client_case(
         selftests: Callable[[str], dict[str, Any]]) -> None:
     report = selftests("tcp")
@@ -78,6 +79,7 @@ def test_the_reference_driver_passes_every_client_case(
 
 @pytest.mark.parametrize("fault", sorted(CLIENT_FAULTS))
 @pytest.mark.timing
+@pytest.mark.slow
 def test_each_fault_kills_the_cases_tagged_with_it(
         fault: str, selftests: Callable[[str], dict[str, Any]]) -> None:
     tagged = [c.id for c in CASES if f"fault:{fault}" in c.tags]
@@ -283,6 +285,7 @@ def test_over_websocket_a_client_offering_no_subprotocol_is_refused_at_its_accep
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_the_client_selftest_over_websocket_kills_every_case(
         selftests: Callable[[str], dict[str, Any]],
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -48,6 +48,7 @@ def no_traceback(done: subprocess.CompletedProcess[str]) -> None:
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_a_campaign_with_a_fault_finds_it_and_the_finding_replays(tmp_path: Path) -> None:
     corpus, results = tmp_path / "campaign", tmp_path / "results"
     done = cli("fuzz", "--time", "6s", "--seed", "11", "--corpus", str(corpus), "--fault",
@@ -76,6 +77,7 @@ def test_a_campaign_with_a_fault_finds_it_and_the_finding_replays(tmp_path: Path
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_one_fault_is_one_finding_that_keeps_its_worst_graded_input(tmp_path: Path) -> None:
     """Every refused input shows error-without-close, in every version: one finding. With
     one job and seed 6 the first input that shows it is a 1.0 one, where error.close-after
@@ -93,6 +95,7 @@ def test_one_fault_is_one_finding_that_keeps_its_worst_graded_input(tmp_path: Pa
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_a_campaign_without_a_fault_finds_nothing(tmp_path: Path) -> None:
     done = cli("fuzz", "--time", "3s", "--seed", "11", "--corpus", str(tmp_path / "c"))
     no_traceback(done)
@@ -116,6 +119,7 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_kill_9_then_resume_loses_nothing(tmp_path: Path) -> None:
     corpus = tmp_path / "c"
     command = [sys.executable, "-m", "conformance", "fuzz", "--time", "120s", "--seed", "5",

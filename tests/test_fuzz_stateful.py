@@ -183,10 +183,11 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 @pytest.mark.timing
+@pytest.mark.slow
 def test_each_fault_is_found_shrunk_and_saved_as_a_case_that_replays(
         fault: str, tmp_path: Path) -> None:
     seed, statements = FAULTS[fault]
-    found = run_stateful(seed=seed, max_examples=400, deadline=8, cases_dir=tmp_path,
+    found = run_stateful(seed=seed, max_examples=400, deadline=60, cases_dir=tmp_path,
                          options=FAST, broker=BrokerConfig(port=0, faults=frozenset({fault})))
     assert len(found) == 1, f"{fault} was not found"
     finding = found[0]
@@ -211,7 +212,7 @@ def test_without_refusals_only_well_formed_sessions_are_sent(tmp_path: Path) -> 
 
 @pytest.mark.timing
 def test_the_cli_runs_a_saved_case(tmp_path: Path) -> None:
-    found = run_stateful(seed=1, max_examples=400, deadline=5, cases_dir=tmp_path,
+    found = run_stateful(seed=1, max_examples=400, deadline=60, cases_dir=tmp_path,
                          options=FAST,
                          broker=BrokerConfig(port=0, faults=frozenset({"no-implicit-abort"})))
     assert found and found[0].case_file

@@ -46,7 +46,7 @@ from conformance.pipeline.spark import (
 )
 from conformance.report.history import load_history
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+pytestmark = pytest.mark.heavy
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +80,7 @@ def _agrees(value: Any, kind: DataType) -> bool:
     return isinstance(value, {StringType: str, BooleanType: bool}[type(kind)])
 
 
+@pytest.mark.slow
 def test_case_records_of_a_real_run_agree_with_the_struct_type(
         spark: SparkSession, real_records: Path, tmp_path: Path) -> None:
     lines = [json.loads(line) for path in sorted(real_records.glob("results-*.jsonl"))
@@ -350,6 +351,7 @@ def test_findings_bucket_by_signature_whatever_their_input(spark: SparkSession,
 
 # -- the distributed campaign --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_campaign_spreads_seeds_and_brokers_and_buckets_its_findings(
         spark: SparkSession, tmp_path: Path) -> None:
     settings = TaskSettings(root=str(tmp_path / "campaigns"), jobs=4, minimise=0.5)
@@ -386,6 +388,7 @@ PLANTED = {
 }
 
 
+@pytest.mark.slow
 def test_each_planted_fault_is_one_bucket_of_its_own(spark: SparkSession,
                                                      tmp_path: Path) -> None:
     """Whatever inputs, mutations and versions showed a fault, its findings are one bug,
@@ -412,16 +415,16 @@ def _no_java_on(text: str) -> None:
     assert "Exception" not in text and "\tat " not in text and "WARN" not in text, text
 
 
+@pytest.mark.slow
 def test_pipeline_all_on_real_runs_then_fuzz_from_the_cds_archive(
-        real_records: Path, tmp_path: Path) -> None:
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    out = tmp_path / "out"
-    done = cli("pipeline", "all", "--input", str(real_records), "--output", str(out),
-               "--master", "local[2]", "--cds", env=env)
-    assert done.returncode == 0, done.stderr
-    _no_java_on(done.stderr)
-    assert "writing a class-data archive" in done.stderr
-    assert "no fuzz_finding records" in done.stdout  # buckets skipped, said so
+        local_pipeline: Path, tmp_path: Path) -> None:
+    env = {"XDG_CACHE_HOME": str(local_pipeline / "cache")}
+    out = local_pipeline / "out"
+    stderr = (local_pipeline / "stderr").read_text()
+    assert (local_pipeline / "returncode").read_text() == "0", stderr
+    _no_java_on(stderr)
+    assert "writing a class-data archive" in stderr
+    assert "no fuzz_finding records" in (local_pipeline / "stdout").read_text()  # said so
     for table in ("matrix/by_run", "matrix/by_version", "regressions/cases", "flaky",
                   "trends/runs", "trends/daily"):
         assert any((out / table).glob("broker=reference/*.parquet")), table
@@ -439,7 +442,7 @@ def test_pipeline_all_on_real_runs_then_fuzz_from_the_cds_archive(
            f"({len(data['regressions'])})" in page
     assert f"Flaky cases: mixed outcomes on one broker build ({len(data['flaky'])})" in page
     assert load_history(out) == data
-    assert list((tmp_path / "cache" / "stomp-conformance" / "spark").glob("classes-*.jsa"))
+    assert list((local_pipeline / "cache" / "stomp-conformance" / "spark").glob("classes-*.jsa"))
 
     fuzz = cli("pipeline", "fuzz", "--broker", "reference+error-without-close", "--seeds", "1",
                "--time", "3s", "--minimise", "0.5", "--output", str(tmp_path / "fuzz"),

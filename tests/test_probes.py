@@ -67,6 +67,7 @@ def test_a_limit_enforced_by_closing_without_error_is_non_strict() -> None:
     assert (verdicts["header-count"].limit, verdicts["body"].limit) == (37, 3000)
 
 
+@pytest.mark.slow
 def test_an_error_that_leaves_the_connection_open_fails() -> None:
     verdict = run("header-line", limits=LIMITS, faults=frozenset({"error-without-close"}))
     assert verdict["header-line"].grade is Grade.FAILED
@@ -188,6 +189,7 @@ def test_a_broker_that_does_not_answer_connect_is_a_harness_error() -> None:
 
 # -- the verb ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_probe_verb_prints_json_and_exits_by_the_verdicts() -> None:
     done = cli("probe", "--probe", "many-frames", "--probe", "header-count", "--json")
     assert done.returncode == 0, done.stderr

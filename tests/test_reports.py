@@ -503,6 +503,7 @@ def attribute_sets(root: ET.Element) -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_junit_of_a_full_run_against_a_faulty_broker_is_what_jenkins_reads(
         tmp_path: Path) -> None:
     """The whole catalogue against a broker with faults (failures, errors from cases that

@@ -9,6 +9,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trustme
 from helpers import cli
 from peers import TinyBroker, serving
@@ -130,8 +131,9 @@ def test_tls_with_a_ca_and_without_verification(tmp_path: Path) -> None:
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_run_with_no_arguments_runs_the_catalogue_against_the_reference_broker() -> None:
-    done = cli("run", "--jobs", "4")
+    done = cli("run")
     assert done.returncode == 0, done.stderr
     assert "(profile reference)" in done.stderr and "failed" not in done.stderr
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from helpers import case, cli
 
 from conformance.broker.variants import VARIANTS, Variant, variant
@@ -57,6 +58,7 @@ def test_selftest_finds_killers_survivors_and_idle_faults(tmp_path: Path) -> Non
     assert "t.receipt: SURVIVES every fault" in done.stdout and "kill rate 50.0%" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_shipped_catalogue_passes_the_selftest() -> None:
     """Every case passes on the reference broker, fails under a fault its tags name, and
     every fault makes some case fail."""
@@ -110,6 +112,7 @@ def test_variants_report_each_bad_case_run_and_none_when_clean(tmp_path: Path) -
     assert "unknown variant 'nope'" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_shipped_catalogue_holds_under_legal_configurations() -> None:
     """The short form of `selftest --variants`: the combinations, which switch on every
     switch between them."""

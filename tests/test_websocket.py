@@ -285,6 +285,7 @@ def test_wss_takes_the_tls_options_of_stomp_ssl(tmp_path: Path) -> None:
 
 # -- the catalogue ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_catalogue_over_websocket_grades_as_over_tcp() -> None:
     cases = load_cases([default_cases()])
 

@@ -101,6 +101,7 @@ def test_a_case_for_other_transports_is_not_in_a_run_over_them(tmp_path: Path) -
         load_file(tmp_path / "bad.yaml")
 
 
+@pytest.mark.slow
 def test_the_websocket_cases_pass_and_each_websocket_fault_kills_one() -> None:
     cases = load_cases([CASES])
     result = asyncio.run(selftest(cases, websocket=True))

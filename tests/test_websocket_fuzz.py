@@ -51,6 +51,7 @@ def ws_broker() -> Iterator[str]:
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_a_ws_campaign_finds_the_fault_tcp_finds_and_the_finding_replays_over_ws(
         tmp_path: Path) -> None:
     done = fuzz(tmp_path / "ws", "--transport", "ws", "--fault", FAULT)
@@ -83,6 +84,7 @@ def test_a_ws_campaign_finds_the_fault_tcp_finds_and_the_finding_replays_over_ws
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_a_finding_on_a_ws_broker_records_its_address_and_its_case_runs_there(
         tmp_path: Path, ws_broker: str) -> None:
     done = fuzz(tmp_path / "c", "--broker", ws_broker)
@@ -127,10 +129,11 @@ def test_a_transport_the_url_contradicts_is_a_usage_error(verb: str, tmp_path: P
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_stateful_over_ws_finds_a_planted_fault_through_the_ws_port(tmp_path: Path) -> None:
     # the fault and seed tests/test_stateful_verb.py finds within a few seconds over TCP
     done = cli("stateful", "--transport", "ws", "--fault", "no-implicit-abort", "--seed", "1",
-               "--examples", "400", "--time", "8s", "--output", str(tmp_path))
+               "--examples", "400", "--time", "60s", "--output", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     (written,) = tmp_path.glob("*.yaml")
     # the case's note names where the session ran: the reference broker's WebSocket port
