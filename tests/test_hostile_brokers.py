@@ -28,7 +28,7 @@ PEAK_MB = 250
 WALL_S = 400
 #: A fuzz campaign's budget: every input kind has gone out many times, and the hostile
 #: broker's worst (floods, endless frames) has reached the harness, in the first seconds.
-FUZZ_TIME = "4s"
+FUZZ_TIME = "2s"
 #: The harness, with its peak RSS (VmHWM) written to stderr as it exits.
 MEASURED = """
 import atexit, runpy, sys

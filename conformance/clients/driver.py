@@ -33,7 +33,6 @@ from conformance.codec import (
 from conformance.spec.grammar import BODY_COMMANDS, HEART_BEAT, UNESCAPED_COMMANDS
 from conformance.wire.stream import Transport, TransportError
 from conformance.wire.transport import open_transport, parse_broker
-from conformance.wire.websocket import SUBPROTOCOL_VERSIONS
 
 LIBRARY = "stomp-conformance reference driver"
 
@@ -230,9 +229,13 @@ class Client:
             raise NotImplementedError(f"unsupported: url {args['url']!r} (tcp:// or ws:// only)")
         faults, version = self.faults, str(args.get("version", "1.2"))
         # over WebSocket, the subprotocol of the version asked, as accept-version names it
+        # (websocket.py, with wsproto, loaded then only: a driver starts for every case run)
+        subprotocols = None
+        if url.scheme == "ws":
+            from conformance.wire.websocket import SUBPROTOCOL_VERSIONS
+            subprotocols = [n for n, v in SUBPROTOCOL_VERSIONS.items() if v == version]
         self.transport = await open_transport(
-            parse_broker(str(args["url"]).removeprefix("tcp://")),
-            subprotocols=[n for n, v in SUBPROTOCOL_VERSIONS.items() if v == version])
+            parse_broker(str(args["url"]).removeprefix("tcp://")), subprotocols=subprotocols)
         headers: list[tuple[str, str]] = []
         if version != "1.0":
             if "no-accept-version" not in faults:

@@ -18,7 +18,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import unquote
 
 from conformance.wire.stream import (
@@ -31,7 +31,9 @@ from conformance.wire.stream import (
     TransportClosed,
     TransportError,
 )
-from conformance.wire.websocket import STOMP_SUBPROTOCOLS, MessageType, upgrade
+
+if TYPE_CHECKING:  # websocket.py (wsproto, h11) is loaded for a ws:// broker only
+    from conformance.wire.websocket import MessageType
 
 DEFAULT_PORT = 61613
 SCHEMES = ("stomp", "stomp+ssl", "stomp+tls", "ws", "wss")
@@ -289,6 +291,8 @@ async def open_transport(address: BrokerAddress, *, tls: TlsOptions | None = Non
     broker cannot be reached or refuses the upgrade, a TransportError for a bad TLS file."""
     if not address.websocket:
         return await _open_tcp(address, tls, timeout)
+    from conformance.wire.websocket import STOMP_SUBPROTOCOLS, upgrade
+
     started = time.monotonic()
     lower = await _open_tcp(address, tls, timeout)
     left = max(timeout - (time.monotonic() - started), 0.001)
