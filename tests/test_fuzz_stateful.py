@@ -21,8 +21,9 @@ from conformance.spec.session import Model, State
 from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
-#: The in-process broker answers in well under a millisecond.
-FAST = StatefulOptions(settle=0.0005, within=0.5, steps=15)
+#: The in-process broker answers in well under a millisecond; an answer may still take
+#: 2 s (the default) while the suite's other workers hold both cores.
+FAST = StatefulOptions(settle=0.0005, within=2.0, steps=15)
 
 
 # -- the model -------------------------------------------------------------------------------
