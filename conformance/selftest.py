@@ -31,7 +31,7 @@ from conformance.profiles import load_profile
 from conformance.runner.engine import Engine
 from conformance.runner.results import SEVERITY, CaseResult, Outcome, worst
 from conformance.scenario import Case
-from conformance.spec import Statement, catalogue
+from conformance.spec import Statement, catalogue, rule_of
 from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
@@ -98,8 +98,21 @@ def coverage(cases: Iterable[Case], *, client: bool = False) -> Coverage:
 @dataclass
 class SelfTest:
     clean: list[CaseResult]
+    #: fault -> the statement it breaks (FAULTS, CLIENT_FAULTS)
+    breaks: dict[str, str] = field(default_factory=dict)
     #: fault -> case id -> outcome under that fault
     matrix: dict[str, dict[str, Outcome]] = field(default_factory=dict)
+    #: fault -> case id -> the statements the checks its runs failed under it speak for
+    failed_on: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+
+    def record(self, fault: str, results: Iterable[CaseResult]) -> None:
+        """The case runs under `fault`: a case is as bad as its worst version."""
+        row = self.matrix.setdefault(fault, {})
+        on = self.failed_on.setdefault(fault, {})
+        for r in results:
+            row[r.id] = worst(row.get(r.id, Outcome.PASSED), r.outcome)
+            on.setdefault(r.id, set()).update(
+                s for check in r.broken for s in check.get("statements", ()))
 
     @property
     def not_passing(self) -> list[CaseResult]:
@@ -111,6 +124,13 @@ class SelfTest:
         clean = worst(*(r.outcome for r in self.clean if r.id == case_id))
         return outcome is not None and outcome != Outcome.ERROR and \
             SEVERITY[outcome] > SEVERITY[clean]
+
+    def on_its_statement(self, fault: str, case_id: str) -> bool:
+        """Whether `fault` kills the case by a failed check that speaks for the statement
+        the fault breaks (at some version: its rule)."""
+        rule = rule_of(self.breaks.get(fault, ""))
+        return self.killed(case_id, self.matrix[fault].get(case_id)) and any(
+            rule_of(s) == rule for s in self.failed_on.get(fault, {}).get(case_id, ()))
 
     def killers(self, case_id: str) -> list[str]:
         return sorted(f for f, row in self.matrix.items()
@@ -129,13 +149,20 @@ class SelfTest:
                       if not any(self.killed(c, o) for c, o in row.items()))
 
     @property
+    def by_accident(self) -> list[str]:
+        """Faults that made cases fail, none of them on the statement the fault breaks."""
+        return sorted(f for f, row in self.matrix.items() if f not in self.idle_faults
+                      and not any(self.on_its_statement(f, c) for c in row))
+
+    @property
     def kill_rate(self) -> float:
         ids = {r.id for r in self.clean}
         return (len(ids) - len(self.survivors)) / len(ids) if ids else 1.0
 
     @property
     def ok(self) -> bool:
-        return not (self.not_passing or self.survivors or self.idle_faults)
+        return not (self.not_passing or self.survivors or self.idle_faults
+                    or self.by_accident)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -143,9 +170,12 @@ class SelfTest:
             "cases": len({r.id for r in self.clean}), "case_runs": len(self.clean),
             "clean": dict(Counter(r.outcome.value for r in self.clean)),
             "faults": len(self.matrix),
+            "killed_on_its_statement": len(self.matrix) - len(self.idle_faults)
+            - len(self.by_accident),
             "not_passing": [{"id": r.id, "version": r.version, "outcome": r.outcome.value,
                              "message": r.message} for r in self.not_passing],
             "survivors": self.survivors, "idle_faults": self.idle_faults,
+            "by_accident": self.by_accident,
             "matrix": {f: {c: o.value for c, o in sorted(row.items())}
                        for f, row in sorted(self.matrix.items())},
         }
@@ -192,7 +222,8 @@ async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
     over = " over WebSocket" if websocket else ""
     progress(f"the catalogue against the reference broker{over} ({len(cases)} cases)")
     result = SelfTest(await _run_against(cases, VARIANTS[0], jobs=jobs, timeout=timeout,
-                                         websocket=websocket))
+                                         websocket=websocket),
+                      {name: statement for name, (statement, _) in FAULTS.items()})
     #: (fault, variant name) -> the cases tried under that fault in that configuration
     plan: dict[tuple[str, str], list[Case]] = {}
     for case in cases:
@@ -216,9 +247,8 @@ async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
         parts = await asyncio.gather(*(part(fault, chosen, picked[i:i + jobs])
                                        for i in range(0, len(picked), jobs)))
         results = [r for done in parts for r in done]
-        row = result.matrix.setdefault(fault, {})
-        for r in results:  # a case is as bad as its worst version
-            row[r.id] = worst(row.get(r.id, Outcome.PASSED), r.outcome)
+        result.record(fault, results)
+        row = result.matrix[fault]
         progress(f"fault {fault} ({chosen.name}): "
                  f"{sum(result.killed(r.id, row[r.id]) for r in results)} case runs of "
                  f"{len(picked)} cases killed")
@@ -306,7 +336,8 @@ async def client_selftest(cases: list[Case], *, full: bool = False, jobs: int = 
     cases = over_transport(cases, transport == "ws")
     progress(f"the client cases against the reference driver ({len(cases)} cases)")
     result = SelfTest(await run_client_cases(cases, driver, jobs=jobs, timeout=timeout,
-                                             transport=transport))
+                                             transport=transport),
+                      {name: statement for name, (statement, _) in CLIENT_FAULTS.items()})
     slots = asyncio.Semaphore(FAULTY_DRIVERS)
 
     async def one(fault: str) -> None:
@@ -315,9 +346,8 @@ async def client_selftest(cases: list[Case], *, full: bool = False, jobs: int = 
             results = await run_client_cases(picked, f"{driver} --fault {fault}", jobs=jobs,
                                              timeout=timeout, transport=transport) \
                 if picked else []
-        row = result.matrix.setdefault(fault, {})
-        for r in results:  # a case is as bad as its worst version
-            row[r.id] = worst(row.get(r.id, Outcome.PASSED), r.outcome)
+        result.record(fault, results)
+        row = result.matrix[fault]
         progress(f"fault {fault}: {sum(result.killed(i, o) for i, o in row.items())} of "
                  f"{len(picked)} cases killed")
 

@@ -158,7 +158,7 @@ def test_a_may_case_is_informational_and_profiles_decide_support(tmp_path: Path)
 def test_a_listed_deviation_is_graded_as_such(tmp_path: Path) -> None:
     profile = tmp_path / "mine.yaml"
     profile.write_text("name: mine\ndeviations:\n  t.case: {observed: no receipt, reason: "
-                       "known bug 12}\n")
+                       "known bug 12, statement: receipt.receipt-id-required}\n")
     steps = """
         - connect: {}
         - send: {command: SEND, headers: {destination: "${queue}", receipt: r1}}
@@ -167,6 +167,100 @@ def test_a_listed_deviation_is_graded_as_such(tmp_path: Path) -> None:
     with serving(TinyBroker("no-receipt")) as port:
         (result,) = run_cases(tmp_path, port, case(steps), profile=str(profile))
     assert result.outcome == Outcome.KNOWN_DEVIATION and "known bug 12" in result.deviation
+
+
+# -- each failure graded by its own statement --------------------------------------------
+
+#: a MESSAGE on a client-ack subscription (its ack header: message.ack-required, a MUST),
+#: then the RECEIPT of the SEND (receipt.receipt-id-required, a MUST)
+TWO_CHECKS = case("""
+    - connect: {}
+    - send: {command: SUBSCRIBE, headers: {id: s1, destination: "${queue}", ack: client}}
+    - send: {command: SEND, headers: {destination: "${queue}", receipt: r1}, body: x}
+    - expect: {command: MESSAGE}
+    - expect: {command: RECEIPT, within: 0.2}
+""", statements="receipt.receipt-id-required, message.ack-required")
+
+
+@pytest.mark.parametrize(("declared", "outcome"), [
+    ("receipt.receipt-id-required", Outcome.FAILED),
+    ("[receipt.receipt-id-required, message.ack-required]", Outcome.KNOWN_DEVIATION),
+])
+def test_a_deviation_excuses_only_the_statements_it_names(
+        tmp_path: Path, declared: str, outcome: Outcome) -> None:
+    profile = tmp_path / "mine.yaml"
+    profile.write_text(f"name: mine\ndeviations:\n  t.case: {{observed: no receipt, "
+                       f"reason: bug 12, statement: {declared}}}\n")
+    with serving(TinyBroker("no-receipt", "no-ack-header")) as port:
+        (result,) = run_cases(tmp_path, port, TWO_CHECKS, profile=str(profile))
+    assert result.outcome == outcome
+    assert "bug 12" in result.deviation  # the declared part shown beside the rest
+    broken = {b["statement"]: b["declared"] for b in result.broken}
+    assert broken == {"receipt.receipt-id-required": True,
+                      "message.ack-required": outcome == Outcome.KNOWN_DEVIATION}
+    if outcome == Outcome.FAILED:  # reported against what nobody declared
+        assert result.statement == "message.ack-required"
+
+
+def test_a_should_broken_in_a_must_case_is_non_strict_and_leaves_the_must_score(
+        tmp_path: Path) -> None:
+    from conformance.report.verdict import certify
+    from conformance.runner.results import level_counts
+
+    steps = """
+        - connect: {}
+        - send: {command: SEND, headers: {destination: "${queue}", receipt: r1}}
+        - expect: {command: RECEIPT}
+        - send: {command: SEND, headers: {destination: "${queue}", receipt: r2}}
+        - expect_none: {within: 0.2}
+          statements: [error.receipt-id]
+    """
+    mixed = case(steps, statements="receipt.receipt-id-required, error.receipt-id")
+    with serving(TinyBroker()) as port:
+        (result,) = run_cases(tmp_path, port, mixed)
+    assert result.outcome == Outcome.NON_STRICT and result.statement == "error.receipt-id"
+    assert result.level == "must" and result.levels == ("must", "should")
+    assert level_counts([result]) == {"must": {"passed": 1, "total": 1},
+                                      "should": {"passed": 0, "total": 1}}
+    verdict = certify([result])
+    assert verdict.conforms and verdict.text.endswith("every MUST passed, 1 SHOULD not met")
+
+
+def test_a_frame_no_step_reads_is_judged(tmp_path: Path) -> None:
+    """The broker's fault breaks a rule only in a MESSAGE that arrives after the last step:
+    the drain at the case's end judges it."""
+    import asyncio
+
+    from conformance.broker import BrokerConfig, embedded
+    from conformance.profiles import load_profile
+    from conformance.runner.engine import Engine
+    from conformance.scenario import load_file
+    from conformance.wire.target import Target
+    from conformance.wire.transport import parse_broker
+
+    path = tmp_path / "case.yaml"
+    path.write_text(case("""
+        - connect: {}
+        - send: {command: SUBSCRIBE, headers: {id: s1, destination: "${queue}", ack: client,
+                                               receipt: r0}}
+        - expect: {command: RECEIPT}
+        - open: {conn: other}
+        - connect: {conn: other}
+        - send: {conn: other, command: SEND, headers: {destination: "${queue}", receipt: r1}}
+        - expect: {conn: other, command: RECEIPT}
+    """, statements="receipt.receipt-id-required, message.ack-required"))
+
+    async def run(faults: frozenset[str]) -> Outcome:
+        async with embedded(BrokerConfig(port=0, faults=faults)) as broker:
+            target = Target(parse_broker(f"127.0.0.1:{broker.port}"),
+                            load_profile("reference"))
+            (result,) = await Engine(target).run(load_file(path))
+        if faults:
+            assert result.statement == "message.ack-required", result.message
+        return result.outcome
+
+    assert asyncio.run(run(frozenset())) == Outcome.PASSED
+    assert asyncio.run(run(frozenset({"no-ack-header"}))) == Outcome.FAILED
 
 
 def test_case_problems_and_timeouts_are_errors(tmp_path: Path) -> None:

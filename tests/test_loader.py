@@ -58,6 +58,37 @@ def test_a_valid_file_loads_with_levels_and_lines(tmp_path: Path) -> None:
     assert second.level == "should"  # overridden: MUST is its strongest statement
 
 
+MIXED = """\
+- id: receipts.mixed
+  title: a MUST and a SHOULD, each checked by its own step
+  statements: [receipt-header.server-acknowledges, receipt-header.server-acknowledges-v11,
+               connecting.reject-error-v11]
+  versions: ["1.1", "1.2"]
+  steps:
+    - connect: {}
+    - expect_none: {}
+      statements: [connecting.reject-error-v11, receipt-header.server-acknowledges]
+"""
+
+
+def test_a_step_names_the_statements_it_checks_and_is_graded_by_them_per_version(
+        tmp_path: Path) -> None:
+    (case,) = load_file(write(tmp_path, MIXED))
+    step = case.steps[1]
+    assert step.kind == "expect_none" and step.line == 8
+    assert step.statements == ("connecting.reject-error-v11",
+                               "receipt-header.server-acknowledges")
+    assert case.level == "must" and case.level_at("1.1", step.statements) == "should"
+    assert case.level_at("1.2", step.statements) == "must"
+    assert case.at_stake("1.2") == ("receipt-header.server-acknowledges",)
+    assert case.levels_at("1.1") == ("must", "should") and case.levels_at("1.2") == ("must",)
+    # a step whose statements leave a version of its case without one
+    only_v11 = MIXED.replace(", receipt-header.server-acknowledges]", "]")
+    with pytest.raises(CaseLoadError, match="names no statement of STOMP 1.2") as caught:
+        load_file(write(tmp_path, only_v11))
+    assert caught.value.line == 8
+
+
 @pytest.mark.parametrize(("text", "line", "words"), [
     (GOOD.replace("  tags: [escaping]", "  tags: [escaping"), 6, "YAML syntax"),
     (GOOD.replace("    - raw:", "    - subscribe_like:"), 8, "'subscribe_like' was unexpected"),
@@ -71,6 +102,10 @@ def test_a_valid_file_loads_with_levels_and_lines(tmp_path: Path) -> None:
     ("", None, "empty file"),
     (GOOD.replace("    - raw:", "    - expect: {headers: {x: {regex: '\\\\Qa('}}}\n    - raw:"), 8,
      "bad regex"),
+    (GOOD.replace("    - connect: {}", "    - connect: {}\n      statements: [error.must-close]"),
+     7, "'error.must-close', not a statement of its case"),
+    (GOOD.replace("    - connect: {}", "    - connect: {}\n      send: {command: X}"), 7,
+     "has too many properties"),
 ])
 def test_broken_files_name_file_and_line(tmp_path: Path, text: str, line: int | None,
                                          words: str) -> None:
@@ -131,4 +166,5 @@ def test_a_broken_case_file_exits_2_with_one_line(tmp_path: Path) -> None:
 def test_every_step_kind_of_the_schema_has_an_interpreter() -> None:
     from conformance.runner.steps import STEPS
     from conformance.scenario.loader import schema
-    assert set(schema()["$defs"]["step"]["properties"]) == set(STEPS)
+    kinds = set(schema()["$defs"]["step"]["properties"]) - {"statements"}  # beside a kind
+    assert kinds == set(STEPS)

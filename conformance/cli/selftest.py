@@ -82,8 +82,14 @@ def show_kills(result: SelfTest, reference: str, name: str, *, as_json: bool = F
                        style="" if killers else "bold red"))
     for fault in result.idle_faults:
         out.print(Text(f"fault {fault} makes no case fail", style="bold red"))
+    for fault in result.by_accident:
+        out.print(Text(f"fault {fault} is killed only by accident: no case fails on "
+                       f"{result.breaks.get(fault, 'its statement')}", style="bold red"))
+    faults = len(result.matrix)
+    own = faults - len(result.idle_faults) - len(result.by_accident)
+    out.print(f"killed on its own statement: {own} of {faults}")
     out.print(f"kill rate {result.kill_rate:.1%} ({len(result.survivors)} surviving cases); "
-              f"{len(result.matrix) - len(result.idle_faults)} of {len(result.matrix)} faults "
+              f"{faults - len(result.idle_faults)} of {faults} faults "
               f"kill at least one case; {name} {'passed' if result.ok else 'FAILED'}")
     return Exit.OK if result.ok else Exit.FAILED
 

@@ -17,8 +17,7 @@ from conformance.clients.run import ClientRun, Unsupported
 from conformance.clients.steps import STEPS
 from conformance.profiles import Profile
 from conformance.runner.case_run import CaseError
-from conformance.runner.judge import StepFailed, declared
-from conformance.runner.judge import outcome as graded
+from conformance.runner.judge import StepFailed
 from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import Case
 from conformance.scenario.model import TRANSPORT_NAMES
@@ -52,9 +51,20 @@ class ClientInfo:
 async def execute(run: ClientRun) -> None:
     await run.listen()
     await run.start_driver()
-    for step in run.case.steps:
-        run.step = step
-        await STEPS[step.kind](run, step.args)
+    try:
+        for step in run.case.steps:
+            run.step = step
+            await STEPS[step.kind](run, step.args)
+    except StepFailed:
+        await _drain(run)
+        raise
+    await _drain(run)
+
+
+async def _drain(run: ClientRun) -> None:
+    """Judge what the client sent that no step read."""
+    if run.conn is not None:
+        await run.drain((run.conn,), lambda _, frame: run.received(frame))
 
 
 async def said_unsupported(run: ClientRun) -> str:
@@ -115,9 +125,7 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
         return run.result(Outcome.UNSUPPORTED, message=unsupported[:300], **found)
     if error:
         return run.result(Outcome.ERROR, message=error[:300], **found)
-    outcome, fields = graded(case, run.grades, run.found, failure, step_line)
-    if profile is not None:
-        outcome = declared(profile, case, version, outcome, fields, strict=strict)
+    outcome, fields = run.judged(failure, profile, strict=strict)
     return run.result(outcome, **fields)
 
 

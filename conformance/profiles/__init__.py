@@ -18,6 +18,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from conformance.spec import catalogue
+
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["name"],
@@ -71,14 +73,20 @@ SCHEMA: dict[str, Any] = {
             "additionalProperties": {"type": ["boolean", "integer"]},
         },
         "deviations": {
-            "description": "case id (every version) or case id@version -> the deviation",
+            "description": "case id (every version) or case id@version -> the deviation: "
+                           "the statement(s) it breaks (a case run whose failed checks "
+                           "speak for others is graded as usual), what is seen and why",
             "type": "object",
             "propertyNames": {"pattern": "^[^@]+(@1\\.[012])?$"},
             "additionalProperties": {
-                "type": "object", "required": ["observed", "reason"],
+                "type": "object", "required": ["observed", "reason", "statement"],
                 "additionalProperties": False,
                 "properties": {"observed": {"type": "string"}, "reason": {"type": "string"},
-                               "statement": {"type": "string"}, "link": {"type": "string"},
+                               "statement": {"oneOf": [
+                                   {"type": "string"},
+                                   {"type": "array", "items": {"type": "string"},
+                                    "minItems": 1}]},
+                               "link": {"type": "string"},
                                "intermittent": {"type": "boolean"}},
             },
         },
@@ -94,7 +102,8 @@ class ProfileError(Exception):
 class Deviation:
     observed: str
     reason: str
-    statement: str = ""
+    #: the statements it breaks: it excuses a failed check that speaks for one of them
+    statements: tuple[str, ...] = ()
     link: str = ""
     #: seen in some runs only: a run where the case passes does not make the entry stale
     intermittent: bool = False
@@ -196,6 +205,17 @@ def _data(name_or_file: str, clients: bool = False) -> dict[str, Any]:
     return {**merged, **data}
 
 
+def _deviation(profile: str, key: str, entry: dict[str, Any]) -> Deviation:
+    named = entry["statement"]
+    statements = (named,) if isinstance(named, str) else tuple(named)
+    unknown = [s for s in statements if s not in catalogue()]
+    if unknown:
+        raise ProfileError(f"profile {profile!r}, deviation {key}: unknown statement {unknown[0]!r} "
+                           "(see `stomp-conformance spec`)")
+    fields = {k: v for k, v in entry.items() if k != "statement"}
+    return Deviation(statements=statements, **fields)
+
+
 def _profile(data: dict[str, Any]) -> Profile:
     credentials = data.get("credentials", {})
     login = os.environ.get(credentials.get("login_env", ""), credentials.get("login"))
@@ -211,7 +231,7 @@ def _profile(data: dict[str, Any]) -> Profile:
         queue=destinations.get("queue", "/queue/{name}"),
         topic=destinations.get("topic", "/topic/{name}"),
         versions=versions, capabilities=capabilities,
-        deviations={k: Deviation(**v) for k, v in data.get("deviations", {}).items()},
+        deviations={k: _deviation(data["name"], k, v) for k, v in data.get("deviations", {}).items()},
         subprotocols=None if subprotocols is None else tuple(subprotocols),
         websocket_path=websocket.get("path"),
         jobs=data.get("jobs"),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from conformance.files import package_schema, write_atomic
 from conformance.report.scrub import Scrubber, scrub
 from conformance.report.verdict import certify
-from conformance.runner.results import CaseResult, Outcome, summarise
+from conformance.runner.results import CaseResult, Outcome, level_counts, summarise
 
 if TYPE_CHECKING:
     from conformance.wire.target import Target
@@ -28,14 +28,10 @@ def schema() -> dict[str, Any]:
 
 
 def _by_version(results: list[CaseResult]) -> dict[str, dict[str, dict[str, int]]]:
-    """Per version, per level: how many passed of those that ran (as summarise counts)."""
-    out: dict[str, dict[str, dict[str, int]]] = {}
-    for r in results:
-        level = out.setdefault(r.version, {}).setdefault(r.level, {"passed": 0, "total": 0})
-        if r.outcome not in NOT_RUN:
-            level["total"] += 1
-            level["passed"] += r.outcome == Outcome.PASSED
-    return dict(sorted(out.items()))
+    """Per version, per level: how many passed of the runs that counted toward it (as
+    summarise counts)."""
+    versions = sorted({r.version for r in results})
+    return {v: level_counts(r for r in results if r.version == v) for v in versions}
 
 
 def report_json(results: list[CaseResult], *, target: Target, server: dict[str, str],

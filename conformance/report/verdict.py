@@ -4,9 +4,10 @@ all print the line this module makes, from live results or from a saved report's
 
 A profile's known deviation is a failure here, with or without `--strict`: declaring a
 failure does not make it conform. `--strict` changes the grades and so the exit code; the
-line stays the same for the same broker behaviour in both modes (see `certify` for the one
-exception), and says how many of its failures are declared. A client library's line says
-so (`conforms to STOMP 1.2 as a client`): its MUSTs are the spec's client statements."""
+line stays the same for the same broker behaviour in both modes, and says how many of its
+failures are declared. A client library's line says so (`conforms to STOMP 1.2 as a
+client`): its MUSTs are the spec's client statements. A MUST failed is a case run that
+broke a MUST statement, whatever else it checks."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.runner.results import CaseResult, Outcome
+from conformance.runner.results import CaseResult, Outcome, scores
 
 #: Outcomes of case runs that did not run: nothing graded, no version spoken.
 NOT_RUN = (Outcome.SKIPPED, Outcome.UNSUPPORTED)
@@ -40,11 +41,28 @@ class Certification:
                 "should_not_met": self.should_not_met, "errors": self.errors}
 
 
-def _read(run: CaseResult | Mapping[str, Any]) -> tuple[str, str, Outcome, bool]:
-    """(version, level, outcome, declared deviation) of a result or a report's case."""
+def _read(run: CaseResult | Mapping[str, Any]) -> tuple[str, Outcome, bool, list[bool], bool]:
+    """(version, outcome, whether a MUST was at stake, whether each broken MUST was
+    declared, whether a SHOULD broke) of a result or a report's case. A saved report older
+    than the checks a case broke counts the case's level for what broke."""
     if isinstance(run, CaseResult):
-        return run.version, run.level, run.outcome, bool(run.deviation)
-    return run["version"], run["level"], Outcome(run["outcome"]), bool(run.get("deviation"))
+        version, outcome, level = run.version, run.outcome, run.level
+        broken: Any = run.broken if run.levels else None
+        deviation = bool(run.deviation)
+    else:
+        version, outcome, level = run["version"], Outcome(run["outcome"]), run["level"]
+        broken = run.get("broken") if run.get("levels") else None
+        deviation = bool(run.get("deviation"))
+    must = "must" in scores(run)
+    if broken is None:
+        failed = outcome == Outcome.FAILED or (outcome == Outcome.KNOWN_DEVIATION
+                                               and level == "must")
+        return (version, outcome, must,
+                [deviation or outcome == Outcome.KNOWN_DEVIATION] if failed else [],
+                outcome in (Outcome.NON_STRICT, Outcome.KNOWN_DEVIATION) and not failed)
+    musts = [bool(b["declared"]) for b in broken if b["grade"] == Outcome.FAILED]
+    return (version, outcome, must, musts,
+            any(b["grade"] == Outcome.NON_STRICT for b in broken))
 
 
 def _runs(n: int, level: str = "") -> str:
@@ -66,21 +84,19 @@ def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *, strict: bool = Fa
     runs judged a client library."""
     versions: set[str] = set()
     must_ran = must_failed = declared = should = errors = 0
-    for version, level, outcome, deviation in map(_read, runs):
+    for version, outcome, must, musts, should_broke in map(_read, runs):
         if outcome in NOT_RUN:
             continue
         versions.add(version)
-        must_ran += level == "must"
+        must_ran += must
         if outcome == Outcome.ERROR:
             errors += 1
-        # FAILED broke a MUST whatever the case's level; a known deviation (not strict)
-        # hides its grade, so it counts at the case's level. A strict run keeps the grade:
-        # a MUST case whose deviation broke only a SHOULD counts as a SHOULD there.
-        elif outcome == Outcome.FAILED or (outcome == Outcome.KNOWN_DEVIATION
-                                           and level == "must"):
+        # a MUST broke, declared or not: a known deviation does not make the broker
+        # conform, and `--strict` changes grades, not this count
+        elif musts:
             must_failed += 1
-            declared += deviation or outcome == Outcome.KNOWN_DEVIATION
-        elif outcome in (Outcome.NON_STRICT, Outcome.KNOWN_DEVIATION):
+            declared += all(musts)
+        elif should_broke:
             should += 1
     ungraded = f"{_runs(errors)} could not be graded"
     party = " as a client" if client else ""

@@ -4,13 +4,15 @@ grades it when the steps are done."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from conformance.codec import Frame
-from conformance.runner.judge import Judged, StepFailed, judge
+from conformance.profiles import Profile
+from conformance.runner.judge import Broken, Judged, StepFailed, judge, outcome
 from conformance.runner.results import CaseResult, Outcome, Refusal
 from conformance.scenario import Case, Step
 from conformance.spec.grammar import HEART_BEAT
@@ -20,6 +22,10 @@ from conformance.wire.target import Target
 from conformance.wire.transcript import Record, Transcript
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
+#: At a case's end, how long a connection is read for frames still on their way (each
+#: frame restarts the wait), and at most for how long: a peer that keeps talking cannot
+#: hold the case.
+DRAIN_QUIET, DRAIN_MOST = 0.05, 1.0
 
 
 class CaseError(Exception):
@@ -63,7 +69,7 @@ class RunningCase:
         self.case, self.version = case, version
         self.started = time.monotonic()
         self.transcript = Transcript()
-        self.grades: list[tuple[Outcome, str]] = []
+        self.grades: list[Broken] = []
         self.found: list[Judged] = []  # from the validator
         self.step: Step | None = None
         slug = re.sub(r"[^a-z0-9]+", "-", case.id)
@@ -81,15 +87,43 @@ class RunningCase:
         pairs = given.items() if isinstance(given, dict) else (given or [])
         return [(self.substitute(str(k)), self.substitute(str(v))) for k, v in pairs]
 
+    @property
+    def named(self) -> tuple[str, ...]:
+        """The statements the running step names (none: the case's)."""
+        return self.step.statements if self.step else ()
+
     def grade(self, outcome: Outcome, note: str) -> None:
-        self.grades.append((outcome, note))
+        """The running step grades the case: for the statements it checks."""
+        self.grades.append(Broken(self.case.at_stake(self.version, self.named), outcome, note))
+
+    def judged(self, failure: StepFailed | None, profile: Profile | None, *,
+               strict: bool = False) -> tuple[Outcome, dict[str, Any]]:
+        """The run's outcome once its steps are done (see judge.outcome)."""
+        step_line = self.step.line if self.step else 0
+        return outcome(self.case, self.version, self.named, self.grades, self.found,
+                       failure, step_line, profile, strict=strict)
+
+    async def drain(self, connections: Iterable[Connection],
+                    received: Callable[[Connection, Frame], None]) -> None:
+        """Give `received` (which judges them) the frames no step read: those left on
+        `connections` and those arriving until one is quiet for DRAIN_QUIET seconds."""
+        async def read(conn: Connection) -> None:
+            stop = time.monotonic() + DRAIN_MOST
+            while (left := stop - time.monotonic()) > 0:
+                event = await conn.next_event(min(DRAIN_QUIET, left))
+                if not isinstance(event, Frame):
+                    return
+                received(conn, event)
+
+        await asyncio.gather(*map(read, connections))
 
     def result(self, outcome: Outcome, **extra: Any) -> CaseResult:
         """The case run's result: `outcome`, with the fields that explain it."""
         case = self.case
         return CaseResult(
             id=case.id, title=case.title, version=self.version, outcome=outcome,
-            level=case.level, statements=case.statements, versions=case.versions,
+            level=case.level_at(self.version), levels=case.levels_at(self.version),
+            statements=case.statements, versions=case.versions,
             area=case.area, file=case.file, line=case.line,
             duration_ms=(time.monotonic() - self.started) * 1000,
             transcript=self.transcript.finish(), **extra)

@@ -27,8 +27,7 @@ from conformance.runner.events import (
     RunFinished,
     RunStarted,
 )
-from conformance.runner.judge import StepFailed, declared
-from conformance.runner.judge import outcome as graded
+from conformance.runner.judge import StepFailed
 from conformance.runner.results import CaseResult, Outcome, Refusal
 from conformance.runner.steps import STEPS
 from conformance.scenario import Case, Step
@@ -41,10 +40,16 @@ from conformance.wire.transcript import Budget, Transcript
 
 
 async def execute(run: CaseRun) -> None:
-    """Run the case's steps in order, each knowing which is running (for its line)."""
-    for step in run.case.steps:
-        run.step = step
-        await STEPS[step.kind](run, step.args)
+    """Run the case's steps in order, each knowing which is running (for its line), then
+    judge the frames no step read; a step that ends the case leaves them judged too."""
+    try:
+        for step in run.case.steps:
+            run.step = step
+            await STEPS[step.kind](run, step.args)
+    except (CaseDecided, StepFailed):
+        await run.drain(run.connections.values(), run.received)
+        raise
+    await run.drain(run.connections.values(), run.received)
 
 
 async def run_case(case: Case, version: str, target: Target, *, timeout: float,
@@ -84,7 +89,8 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
         failure = failed
     except SetupRefused as problem:
         if served is False:
-            failure = StepFailed("CONNECTED", problem.observed)
+            failure = StepFailed("CONNECTED", problem.observed, statements=case.at_stake(
+                version, SESSION.statements))
         else:
             error, refused = str(problem), problem.how
             if served:
@@ -105,8 +111,7 @@ async def run_case(case: Case, version: str, target: Target, *, timeout: float,
     if error:
         return run.result(Outcome.ERROR, message=error, setup_refused=refused,
                      step_line=step_line, violations=[j.text for j in run.found]), run.server
-    outcome, fields = graded(case, run.grades, run.found, failure, step_line)
-    outcome = declared(profile, case, version, outcome, fields, strict=strict)
+    outcome, fields = run.judged(failure, profile, strict=strict)
     return run.result(outcome, **fields), run.server
 
 
@@ -134,9 +139,9 @@ def capability_cases() -> dict[tuple[str, str, bool], Case]:
 
 def _unrun(case: Case, version: str, outcome: Outcome, message: str,
            **extra: Any) -> CaseResult:
-    return CaseResult(case.id, case.title, version, outcome, case.level, case.statements,
-                      case.versions, case.area, case.file, case.line, message=message,
-                      **extra)
+    return CaseResult(case.id, case.title, version, outcome, case.level_at(version),
+                      case.statements, case.versions, case.area, case.file, case.line,
+                      message=message, levels=case.levels_at(version), **extra)
 
 
 class Engine:

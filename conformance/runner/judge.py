@@ -22,11 +22,16 @@ MAX_FOUND = 100
 
 
 class StepFailed(Exception):
-    """An expectation not met: graded by the case's level (or the alternative's grade)."""
+    """An expectation not met: graded by the strongest statement it checks at the run's
+    version (the step's `statements`, else the case's), or by the alternative's grade;
+    `statements` name what it checks where the step is not the judge of that (a session
+    the case needed and did not get)."""
 
-    def __init__(self, expected: str, observed: str, *, grade: Outcome | None = None) -> None:
+    def __init__(self, expected: str, observed: str, *, grade: Outcome | None = None,
+                 statements: tuple[str, ...] = ()) -> None:
         super().__init__(f"expected {expected}; observed {observed}")
         self.expected, self.observed, self.grade = expected, observed, grade
+        self.statements = statements
 
 
 @dataclass
@@ -65,35 +70,76 @@ def broken(statement: str) -> Outcome:
     return BROKEN[catalogue()[statement].level.strength]
 
 
-def outcome(case: Case, grades: list[tuple[Outcome, str]], found: list[Judged],
-            failure: StepFailed | None, step_line: int) -> tuple[Outcome, dict[str, Any]]:
-    """A case's outcome, the worst of the grades its steps gave, the statements found broken
-    and the expectation that failed, with the fields of its result that explain it."""
+@dataclass(frozen=True, slots=True)
+class Broken:
+    """A check a case run failed: the statements it speaks for at the run's version (the
+    first is the one reported), its grade, what was seen, and the profile's deviation
+    that declares it (its text; empty: not declared)."""
+
+    statements: tuple[str, ...]
+    grade: Outcome
+    text: str
+    declared: str = ""
+
+    @property
+    def statement(self) -> str:
+        return self.statements[0] if self.statements else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"statement": self.statement, "statements": list(self.statements),
+                "grade": self.grade.value, "declared": bool(self.declared)}
+
+
+def outcome(case: Case, version: str, named: tuple[str, ...], grades: list[Broken],
+            found: list[Judged], failure: StepFailed | None, step_line: int,
+            profile: Profile | None = None, *,
+            strict: bool = False) -> tuple[Outcome, dict[str, Any]]:
+    """A case run's outcome and the fields of its result that explain it: every check it
+    failed (the grades its steps gave, the statements the validator found broken, the
+    expectation that failed, whose step named `named`), each graded by its own statement
+    at `version`. A failure `profile` declares a deviation for (by the case and a
+    statement the failed check speaks for) is named in `fields` and, unless `strict`
+    (certification), graded known-deviation; what it does not declare keeps its grade."""
+    checks = [g for g in grades if g.grade != Outcome.PASSED]
+    checks += [Broken((j.statement,), broken(j.statement), j.text) for j in found]
     fields: dict[str, Any] = {"step_line": step_line,
                               "violations": [judged.text for judged in found]}
-    every = [g for g, _ in grades] + [broken(judged.statement) for judged in found]
     if failure is not None:
-        every.append(failure.grade or BROKEN[case.level])
-        fields.update(expected=failure.expected, observed=failure.observed,
-                      message=f"line {step_line}: expected {failure.expected}; "
-                              f"observed {failure.observed}",
-                      statement=case.statements[0])
-    worst_one = worst(*every)
-    if failure is None and found and worst_one != Outcome.PASSED:
-        first = next((j for j in found if broken(j.statement) == worst_one), found[0])
+        stake = failure.statements or case.at_stake(version, named)
+        grade = failure.grade or BROKEN[case.level_at(version, failure.statements or named)]
+        message = f"line {step_line}: expected {failure.expected}; observed {failure.observed}"
+        checks.insert(0, Broken(stake, grade, message))
+        fields.update(expected=failure.expected, observed=failure.observed)
+    checks = [_declared(profile, case.id, version, check) for check in checks]
+    counted = [c.grade for c in checks if strict or not c.declared]
+    counted += [Outcome.KNOWN_DEVIATION for c in checks if c.declared and not strict
+                and c.grade in (Outcome.FAILED, Outcome.NON_STRICT)]
+    worst_one = worst(*counted)
+    if checks:
+        first = next((c for c in checks if c.grade == worst_one and not c.declared),
+                     next((c for c in checks if c.declared), checks[0]))
         fields.update(message=first.text, statement=first.statement)
-    elif failure is None:
-        fields["message"] = next((note for g, note in grades if g == worst_one and note), "")
+        fields["broken"] = [c.to_json() for c in checks]
+        shown = dict.fromkeys(c.declared for c in checks if c.declared)
+        if shown:
+            fields["deviation"] = "; ".join(shown)
+    else:
+        fields["message"] = next((g.text for g in grades if g.text), "")
     return worst_one, fields
 
 
-def declared(profile: Profile, case: Case, version: str, outcome: Outcome,
-             fields: dict[str, Any], *, strict: bool = False) -> Outcome:
-    """A graded outcome in the light of the profile (a broker's or a client library's): a
-    failure the profile declares a deviation for is named in `fields` and, unless `strict`
-    (certification), graded known-deviation."""
-    deviation = profile.deviation(case.id, version)
-    if deviation is None or outcome not in (Outcome.FAILED, Outcome.NON_STRICT):
-        return outcome
-    fields["deviation"] = f"{deviation.observed} ({deviation.reason})"
-    return outcome if strict else Outcome.KNOWN_DEVIATION
+def _declared(profile: Profile | None, case_id: str, version: str, check: Broken) -> Broken:
+    """`check`, naming the deviation `profile` declares for it: one for the case (at the
+    version) whose statements include a statement the check speaks for."""
+    if profile is None or check.grade not in (Outcome.FAILED, Outcome.NON_STRICT):
+        return check
+    deviation = profile.deviation(case_id, version)
+    if deviation is None:
+        return check
+    named = [s for s in check.statements if s in deviation.statements]
+    if not named:
+        return check
+    # reported against the statement the profile names
+    statements = (*named, *(s for s in check.statements if s not in named))
+    return Broken(statements, check.grade, check.text,
+                  f"{deviation.observed} ({deviation.reason})")

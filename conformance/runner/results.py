@@ -4,9 +4,11 @@ summary. Every reporter (console, JSON, JUnit, records, pytest) reads these."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.scenario.model import STRENGTHS
 from conformance.wire.transcript import Record
 
 
@@ -79,6 +81,11 @@ class CaseResult:
     #: violations the validator found in frames the case did not look at
     violations: list[str] = field(default_factory=list)
     deviation: str = ""
+    #: the levels of the statements at stake at its version, strongest first: the run
+    #: counts toward each level's score
+    levels: tuple[str, ...] = ()
+    #: each check it failed: {statement, grade, declared} (judge.Broken)
+    broken: list[dict[str, Any]] = field(default_factory=list)
     #: an error because the broker refused the session the case needed (its settings,
     #: not the statement checked): how it refused
     setup_refused: Refusal | None = None
@@ -96,19 +103,54 @@ class CaseResult:
             "duration_ms": round(self.duration_ms, 3), "message": self.message,
             "statement": self.statement, "expected": self.expected, "observed": self.observed,
             "step_line": self.step_line, "violations": self.violations,
-            "deviation": self.deviation,
+            "deviation": self.deviation, "levels": list(self.levels), "broken": self.broken,
             "transcript": [r.to_json() for r in self.transcript],
         }
 
 
+#: The level whose score a check broken with each grade lowers.
+LEVEL_OF = {grade: level for level, grade in BROKEN.items()}
+
+
+def scores(run: CaseResult | Mapping[str, Any]) -> dict[str, bool]:
+    """The levels a run (a result, or a JSON report's case) counts toward, and whether it
+    passed at each: a level passes where nothing of it or stronger broke. A run counts
+    toward the levels of its statements at stake and of what it broke; one that was not
+    graded toward none, an error passes none. A saved report older than `levels` counts
+    its case's level."""
+    broken: list[dict[str, Any]] | None
+    if isinstance(run, CaseResult):
+        outcome, levels, broken = run.outcome, run.levels, run.broken
+    else:
+        outcome = Outcome(run["outcome"])
+        levels, broken = tuple(run.get("levels", ())), run.get("broken")
+    if outcome in (Outcome.SKIPPED, Outcome.UNSUPPORTED):
+        return {}
+    if broken is None or not levels:  # before scores per level
+        level = run.level if isinstance(run, CaseResult) else run["level"]
+        return {level: outcome == Outcome.PASSED}
+    grades = (Outcome(b["grade"]) for b in broken)
+    hit = [STRENGTHS.index(LEVEL_OF[grade]) for grade in grades if grade in LEVEL_OF]
+    strongest_hit = min(hit, default=len(STRENGTHS))
+    return {level: outcome != Outcome.ERROR and index < strongest_hit
+            for index, level in enumerate(STRENGTHS) if level in levels or index in hit}
+
+
 def summarise(results: list[CaseResult]) -> dict[str, Any]:
-    """Counts per outcome and, per level, how many passed of those that ran."""
+    """Counts per outcome and, per level, how many passed of those that counted toward it
+    (see `scores`)."""
     by_outcome = {o.value: 0 for o in Outcome}
-    by_level: dict[str, dict[str, int]] = {}
     for r in results:
         by_outcome[r.outcome.value] += 1
-        level = by_level.setdefault(r.level, {"passed": 0, "total": 0})
-        if r.outcome not in (Outcome.SKIPPED, Outcome.UNSUPPORTED):
-            level["total"] += 1
-            level["passed"] += r.outcome == Outcome.PASSED
-    return {"total": len(results), "outcomes": by_outcome, "levels": by_level}
+    return {"total": len(results), "outcomes": by_outcome, "levels": level_counts(results)}
+
+
+def level_counts(runs: Iterable[CaseResult | Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per level: {passed, total} over `runs` (see `scores`)."""
+    counts: dict[str, dict[str, int]] = {}
+    for run in runs:
+        for level, passed in scores(run).items():
+            count = counts.setdefault(level, {"passed": 0, "total": 0})
+            count["total"] += 1
+            count["passed"] += passed
+    return {level: counts[level] for level in STRENGTHS if level in counts}

@@ -26,11 +26,11 @@ from conformance.scenario.model import (
     TRANSPORTS,
     Case,
     Step,
+    strongest,
 )
 from conformance.spec import YAML_LOADER, catalogue
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
-STRENGTH_ORDER = ("must", "should", "may")
 
 Path_ = tuple[str | int, ...]
 
@@ -130,12 +130,14 @@ def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int],
                                 f"STOMP {', '.join(versions)} "
                                 f"(it is {', '.join(statement.versions)})")
         strengths.append(statement.level.strength)
-    level = entry.get("level") or min(strengths, key=STRENGTH_ORDER.index)
+    level = entry.get("level") or strongest(strengths)
     defined = set(builtin)
     steps = []
     for index, raw in enumerate(entry["steps"]):
         step_at = (*at, "steps", index)
-        (kind, args), = raw.items()
+        named = tuple(raw.get("statements", ()))
+        (kind, args), = ((k, v) for k, v in raw.items() if k != "statements")
+        _check_named(named, entry["statements"], versions, file, _line(lines, step_at))
         for path, text in _strings(args, (*step_at, kind)):
             for name in VARIABLE.findall(text):
                 if name not in defined:
@@ -149,12 +151,31 @@ def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int],
                     raise CaseLoadError(file, _line(lines, path),
                                         f"bad regex {text!r}: {error}") from None
         defined |= set(_captures(kind, args))
-        steps.append(Step(kind, {} if args is None else args, _line(lines, step_at) or 0))
+        steps.append(Step(kind, {} if args is None else args, _line(lines, step_at) or 0,
+                          named))
     return Case(id=entry["id"], title=entry["title"], statements=tuple(entry["statements"]),
                 versions=versions, level=level, tags=tuple(entry.get("tags", ())),
                 requires=tuple(entry.get("requires", ())), timeout=entry.get("timeout"),
                 steps=tuple(steps), file=str(file), line=_line(lines, at) or 1,
-                transports=tuple(entry.get("transports", TRANSPORTS)))
+                transports=tuple(entry.get("transports", TRANSPORTS)),
+                fixed_level=entry.get("level"))
+
+
+def _check_named(named: tuple[str, ...], statements: list[str], versions: tuple[str, ...],
+                 file: Path, line: int | None) -> None:
+    """A step's `statements` are some of its case's, and at each version of the case one
+    of them is part of it: a failure is always graded by a statement of its version."""
+    if not named:
+        return
+    other = [s for s in named if s not in statements]
+    if other:
+        raise CaseLoadError(file, line, f"step names {', '.join(map(repr, other))}, not a "
+                            "statement of its case (list it in the case's statements)")
+    known = catalogue()
+    missing = [v for v in versions if not any(v in known[s].versions for s in named)]
+    if missing:
+        raise CaseLoadError(file, line, f"step names no statement of STOMP "
+                            f"{', '.join(missing)} (the case runs at it)")
 
 
 def _strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:

@@ -3,8 +3,14 @@ the runner interprets them by kind."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from conformance.spec import catalogue
+
+#: The strengths of statements, strongest first.
+STRENGTHS = ("must", "should", "may")
 
 #: Variables every case can use: unique destinations built from the profile's naming rule,
 #: and the session's settings.
@@ -24,11 +30,17 @@ TRANSPORTS = ("tcp", "ws")
 TRANSPORT_NAMES = {"tcp": "TCP", "ws": "WebSocket"}
 
 
+def strongest(levels: Sequence[str]) -> str:
+    return min(levels, key=STRENGTHS.index)
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     kind: str
     args: Any
     line: int
+    #: the statements the step checks (its `statements:`); none: the case's
+    statements: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +60,32 @@ class Case:
     #: the transports it runs over (`tcp`, `ws`); skipped over the others
     transports: tuple[str, ...] = TRANSPORTS
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: the case's own `level:`, which grades a failed step that names no statement in
+    #: place of its statements' (a server must accept what a client MAY send)
+    fixed_level: str | None = None
+
+    def at_stake(self, version: str, named: Sequence[str] = ()) -> tuple[str, ...]:
+        """The statements a check speaks for at `version`: those a step names, else the
+        case's, each only where it is part of that version (the loader makes sure at least
+        one is)."""
+        known = catalogue()
+        return tuple(s for s in named or self.statements if version in known[s].versions)
+
+    def level_at(self, version: str, named: Sequence[str] = ()) -> str:
+        """How a failed check is graded at `version`: the strongest of the statements at
+        stake (the case's `level:` for a step that names none)."""
+        if self.fixed_level and not named:
+            return self.fixed_level
+        known = catalogue()
+        return strongest([known[s].level.strength for s in self.at_stake(version, named)])
+
+    def levels_at(self, version: str) -> tuple[str, ...]:
+        """The levels of the statements at stake at `version`, each once, strongest first:
+        a run counts toward each level's score."""
+        known = catalogue()
+        found = {known[s].level.strength for s in self.at_stake(version)}
+        found.add(self.level_at(version))
+        return tuple(level for level in STRENGTHS if level in found)
 
     @property
     def area(self) -> str:
