@@ -100,6 +100,8 @@ class SelfTest:
     clean: list[CaseResult]
     #: fault -> case id -> outcome under that fault
     matrix: dict[str, dict[str, Outcome]] = field(default_factory=dict)
+    #: fault -> the statement it breaks (FAULTS' or CLIENT_FAULTS')
+    statements: dict[str, str] = field(default_factory=dict)
 
     @property
     def not_passing(self) -> list[CaseResult]:
@@ -129,6 +131,12 @@ class SelfTest:
                       if not any(self.killed(c, o) for c, o in row.items()))
 
     @property
+    def untried_faults(self) -> list[str]:
+        """Idle faults tried on no case at all: no case chosen carries their `fault:NAME`
+        tag (without `full`, the tags choose a fault's cases)."""
+        return sorted(f for f, row in self.matrix.items() if not row)
+
+    @property
     def kill_rate(self) -> float:
         ids = {r.id for r in self.clean}
         return (len(ids) - len(self.survivors)) / len(ids) if ids else 1.0
@@ -146,6 +154,7 @@ class SelfTest:
             "not_passing": [{"id": r.id, "version": r.version, "outcome": r.outcome.value,
                              "message": r.message} for r in self.not_passing],
             "survivors": self.survivors, "idle_faults": self.idle_faults,
+            "untried_faults": self.untried_faults,
             "matrix": {f: {c: o.value for c, o in sorted(row.items())}
                        for f, row in sorted(self.matrix.items())},
         }
@@ -192,7 +201,8 @@ async def selftest(cases: list[Case], *, full: bool = False, jobs: int = 8,
     over = " over WebSocket" if websocket else ""
     progress(f"the catalogue against the reference broker{over} ({len(cases)} cases)")
     result = SelfTest(await _run_against(cases, VARIANTS[0], jobs=jobs, timeout=timeout,
-                                         websocket=websocket))
+                                         websocket=websocket),
+                      statements={name: statement for name, (statement, _) in FAULTS.items()})
     #: (fault, variant name) -> the cases tried under that fault in that configuration
     plan: dict[tuple[str, str], list[Case]] = {}
     for case in cases:
@@ -306,7 +316,9 @@ async def client_selftest(cases: list[Case], *, full: bool = False, jobs: int = 
     cases = over_transport(cases, transport == "ws")
     progress(f"the client cases against the reference driver ({len(cases)} cases)")
     result = SelfTest(await run_client_cases(cases, driver, jobs=jobs, timeout=timeout,
-                                             transport=transport))
+                                             transport=transport),
+                      statements={name: statement
+                                  for name, (statement, _) in CLIENT_FAULTS.items()})
     slots = asyncio.Semaphore(FAULTY_DRIVERS)
 
     async def one(fault: str) -> None:
