@@ -1,5 +1,7 @@
 """pytest plugin: `pytest --stomp-broker HOST:PORT cases/` collects every YAML case as an
-item per STOMP version and runs it through the same engine as the command line.
+item per STOMP version and runs it through the same engine as the command line. Given no
+paths (and no `testpaths` in an ini file), it collects the shipped catalogue, as `run` does
+with no --cases: `pytest --stomp-broker HOST:PORT -m must` is a broker's gate.
 
 A failure is reported at the case's YAML line with the statement broken, expected vs
 observed, and the end of the transcript. Items carry markers for their level (`must`,
@@ -20,7 +22,7 @@ import pytest
 from conformance.profiles import ProfileError, load_profile
 from conformance.runner.engine import Engine, run_case
 from conformance.runner.results import CaseResult, Outcome
-from conformance.scenario import Case, CaseLoadError, load_file
+from conformance.scenario import Case, CaseLoadError, load_file, shipped_catalogue
 from conformance.scenario.loader import is_client_file
 from conformance.spec import catalogue
 from conformance.wire.target import HarnessError, Target
@@ -32,7 +34,8 @@ TAIL = 12  # transcript records shown under a failure
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("stomp", "STOMP conformance cases")
     group.addoption("--stomp-broker", help="run YAML cases against this broker (HOST:PORT "
-                    "or URL); without it, YAML files are not collected")
+                    "or URL): those of the paths given, or with none the shipped "
+                    "catalogue; without it, YAML files are not collected")
     group.addoption("--stomp-profile", help="broker profile: a shipped name or a YAML file")
     group.addoption("--stomp-login")
     group.addoption("--stomp-passcode")
@@ -61,6 +64,16 @@ def pytest_configure(config: pytest.Config) -> None:
     except HarnessError as error:
         pytest.exit(str(error), returncode=3)
     config.stash[TARGET] = target
+    # No paths given (nor testpaths): pytest would collect the invocation folder, nothing
+    # in an empty one. The gate is the shipped catalogue instead, as for `run` without
+    # --cases. pytest_collect_file and pytest_collection_modifyitems only see what the
+    # paths collect, so the catalogue's folder becomes the path (pytest's documented
+    # `Config.args`, whose `args_source` says no path was given): the session reads it
+    # when it collects, after pytest_configure, and -m, -k and the rest select among its
+    # items as among any path's. xdist's workers parse the same command line and come
+    # here too. Only with a broker: a run of another project never collects STOMP cases.
+    if config.args_source == pytest.Config.ArgsSource.INVOCATION_DIR:
+        config.args = [str(shipped_catalogue())]
 
 
 TARGET = pytest.StashKey[Target]()
@@ -68,10 +81,14 @@ TARGET = pytest.StashKey[Target]()
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
     # broker cases only: client cases (in a folder named `clients`) are `clients`' to run
-    if file_path.suffix in (".yaml", ".yml") and TARGET in parent.config.stash \
-            and not is_client_file(file_path, parent.config.rootpath):
-        return CaseFile.from_parent(parent, path=file_path)
-    return None
+    if file_path.suffix not in (".yaml", ".yml") or TARGET not in parent.config.stash:
+        return None
+    catalogue_folder = shipped_catalogue()
+    root = catalogue_folder if file_path.is_relative_to(catalogue_folder) \
+        else parent.config.rootpath
+    if is_client_file(file_path, root):
+        return None
+    return CaseFile.from_parent(parent, path=file_path)
 
 
 class CaseFile(pytest.File):

@@ -155,6 +155,17 @@ class SelfTest:
                       and not any(self.on_its_statement(f, c) for c in row))
 
     @property
+    def untried_faults(self) -> list[str]:
+        """Idle faults tried on no case at all: no case chosen carries their `fault:NAME`
+        tag (without `full`, the tags choose a fault's cases)."""
+        return sorted(f for f, row in self.matrix.items() if not row)
+
+    @property
+    def own_kills(self) -> int:
+        """How many faults made some case fail on the statement they break."""
+        return len(self.matrix) - len(self.idle_faults) - len(self.by_accident)
+
+    @property
     def kill_rate(self) -> float:
         ids = {r.id for r in self.clean}
         return (len(ids) - len(self.survivors)) / len(ids) if ids else 1.0
@@ -170,12 +181,12 @@ class SelfTest:
             "cases": len({r.id for r in self.clean}), "case_runs": len(self.clean),
             "clean": dict(Counter(r.outcome.value for r in self.clean)),
             "faults": len(self.matrix),
-            "killed_on_its_statement": len(self.matrix) - len(self.idle_faults)
-            - len(self.by_accident),
+            "killed_on_its_statement": self.own_kills,
             "not_passing": [{"id": r.id, "version": r.version, "outcome": r.outcome.value,
                              "message": r.message} for r in self.not_passing],
             "survivors": self.survivors, "idle_faults": self.idle_faults,
             "by_accident": self.by_accident,
+            "untried_faults": self.untried_faults,
             "matrix": {f: {c: o.value for c, o in sorted(row.items())}
                        for f, row in sorted(self.matrix.items())},
         }

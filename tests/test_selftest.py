@@ -51,11 +51,52 @@ def test_selftest_finds_killers_survivors_and_idle_faults(tmp_path: Path) -> Non
     assert result.killers("t.ack") == ["no-ack-header"]
     assert result.survivors == ["t.receipt"]  # its tag names a fault that does not kill it
     assert "no-ack-header" not in result.idle_faults and "drop-receipts" in result.idle_faults
+    # no case carries fault:drop-receipts: it was tried on none
+    assert "drop-receipts" in result.untried_faults
+    assert "no-ack-header" not in result.untried_faults
     assert result.kill_rate == 0.5 and not result.ok
     done = cli("selftest", "--cases", str(tmp_path), "--jobs", "4")
     assert done.returncode == 1
     assert "t.ack: no-ack-header" in done.stdout
     assert "t.receipt: SURVIVES every fault" in done.stdout and "kill rate 50.0%" in done.stdout
+    # a fault no case is tagged with says so, and how to mend it
+    assert "fault drop-receipts makes no case fail: no case chosen is tagged " \
+           "fault:drop-receipts, so none was tried under it (add the tag to the cases that " \
+           "check its statement receipt-header.server-acknowledges; --full tries every case " \
+           "under it)" in " ".join(done.stdout.split())
+
+
+CLIENT_CASE = """\
+- id: clients.t.not-escaped
+  title: CONNECT header values go unescaped
+  statements: [value-encoding.connect-not-escaped]
+  versions: ["1.2"]
+  tags: ["fault:escape-connect"]
+  steps:
+    - driver: {op: connect, url: "${url}", version: "${version}", host: "${host}",
+               login: "user:one\\\\two", passcode: "${passcode}"}
+    - handshake: {expect: {headers: {login: "user:one\\\\two"}}}
+    - expect_event: {event: connected}
+"""
+
+
+def test_the_client_selftest_names_a_fault_no_case_is_tagged_with(tmp_path: Path) -> None:
+    path = tmp_path / "clients" / "cases.yaml"
+    path.parent.mkdir()
+    path.write_text(CLIENT_CASE)
+    done = cli("clients", "--selftest", "--cases", str(path), "--jobs", "2", "--json", "-")
+    report = json.loads(done.stdout)
+    assert report["matrix"]["escape-connect"] == {"clients.t.not-escaped": "failed"}
+    assert "escape-connect" not in report["untried_faults"]
+    assert "no-host" in report["untried_faults"] and report["matrix"]["no-host"] == {}
+    done = cli("clients", "--selftest", "--cases", str(path), "--jobs", "2")
+    assert done.returncode == 1  # the other faults kill nothing
+    out = " ".join(done.stdout.split())
+    assert "clients.t.not-escaped: escape-connect" in out and "kill rate 100.0%" in out
+    assert "fault no-host makes no case fail: no case chosen is tagged fault:no-host, so none " \
+           "was tried under it (add the tag to the cases that check its statement " \
+           "connect.required-headers; --full tries every case under it)" in out
+    assert "fault escape-connect makes no case fail" not in out
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from conformance.broker import BrokerConfig
 from conformance.cli.arguments import seconds
 from conformance.files import STDOUT
 from conformance.profiles import ProfileError, load_profile, shipped
-from conformance.scenario import Case, load_cases
+from conformance.scenario import Case, load_cases, shipped_catalogue
 from conformance.spec.grammar import VERSIONS
 from conformance.wire.transport import BrokerAddress, TlsOptions, is_loopback, parse_broker
 
@@ -146,11 +146,8 @@ def case_flags(verb: argparse.ArgumentParser, *, json: bool = True) -> None:
 
 
 def default_cases() -> Path:
-    """The shipped catalogue: cases/ beside the package in a checkout, conformance/cases in
-    an installed wheel (pyproject.toml maps one onto the other)."""
-    here = Path(__file__).resolve().parent.parent
-    checkout = here.parent / "cases"
-    return checkout if checkout.is_dir() else here / "cases"
+    """The shipped catalogue (scenario.shipped_catalogue, which the pytest plugin takes too)."""
+    return shipped_catalogue()
 
 
 def chosen_cases(args: argparse.Namespace, *, client: bool = False) -> list[Case]:

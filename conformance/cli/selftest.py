@@ -81,17 +81,28 @@ def show_kills(result: SelfTest, reference: str, name: str, *, as_json: bool = F
                   Text(", ".join(killers) if killers else "SURVIVES every fault",
                        style="" if killers else "bold red"))
     for fault in result.idle_faults:
-        out.print(Text(f"fault {fault} makes no case fail", style="bold red"))
+        out.print(Text(idle_fault(result, fault), style="bold red"), soft_wrap=True)
     for fault in result.by_accident:
         out.print(Text(f"fault {fault} is killed only by accident: no case fails on "
                        f"{result.breaks.get(fault, 'its statement')}", style="bold red"))
     faults = len(result.matrix)
-    own = faults - len(result.idle_faults) - len(result.by_accident)
-    out.print(f"killed on its own statement: {own} of {faults}")
+    out.print(f"killed on its own statement: {result.own_kills} of {faults}")
     out.print(f"kill rate {result.kill_rate:.1%} ({len(result.survivors)} surviving cases); "
               f"{faults - len(result.idle_faults)} of {faults} faults "
               f"kill at least one case; {name} {'passed' if result.ok else 'FAILED'}")
     return Exit.OK if result.ok else Exit.FAILED
+
+
+def idle_fault(result: SelfTest, fault: str) -> str:
+    """Why a fault kills no case: none fails under it, or none was tried under it (a fault
+    is tried on the cases tagged `fault:NAME`, and a new fault on none until one is)."""
+    if fault not in result.untried_faults:
+        return f"fault {fault} makes no case fail (of the {len(result.matrix[fault])} " \
+               f"tried under it)"
+    statement = result.breaks.get(fault)
+    return f"fault {fault} makes no case fail: no case chosen is tagged fault:{fault}, so " \
+           f"none was tried under it (add the tag to the cases that check its statement" \
+           f"{f' {statement}' if statement else ''}; --full tries every case under it)"
 
 
 def _variants(args: argparse.Namespace) -> Exit:

@@ -199,6 +199,15 @@ def _captures(kind: str, args: Any) -> Iterator[str]:
         yield from args.get("capture", {})
 
 
+def shipped_catalogue() -> Path:
+    """The shipped catalogue: cases/ beside the package in a checkout, conformance/cases in
+    an installed wheel (pyproject.toml maps one onto the other). `run` and the pytest plugin
+    take it when given no cases."""
+    package = Path(__file__).resolve().parent.parent
+    checkout = package.parent / "cases"
+    return checkout if checkout.is_dir() else package / "cases"
+
+
 def is_client_file(file: Path, root: Path) -> bool:
     """Whether `file`, found under `root`, holds client cases: it is in a folder named
     `clients` below `root` (or `root` is that folder)."""
