@@ -137,6 +137,13 @@ class SelfTest:
                       if self.killed(case_id, row.get(case_id)))
 
     @property
+    def killed_by_others(self) -> list[str]:
+        """Cases that fail only under faults of statements other than theirs: able to
+        fail, not yet shown failing on a statement they check."""
+        return [c for c in sorted({r.id for r in self.clean}) if self.killers(c)
+                and not any(self.on_its_statement(f, c) for f in self.matrix)]
+
+    @property
     def survivors(self) -> list[str]:
         """Cases no fault made fail."""
         ids = sorted({r.id for r in self.clean})
@@ -185,7 +192,7 @@ class SelfTest:
             "not_passing": [{"id": r.id, "version": r.version, "outcome": r.outcome.value,
                              "message": r.message} for r in self.not_passing],
             "survivors": self.survivors, "idle_faults": self.idle_faults,
-            "by_accident": self.by_accident,
+            "by_accident": self.by_accident, "killed_by_others": self.killed_by_others,
             "untried_faults": self.untried_faults,
             "matrix": {f: {c: o.value for c, o in sorted(row.items())}
                        for f, row in sorted(self.matrix.items())},

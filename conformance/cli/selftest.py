@@ -78,7 +78,9 @@ def show_kills(result: SelfTest, reference: str, name: str, *, as_json: bool = F
     for case_id in sorted({r.id for r in result.clean}):
         killers = result.killers(case_id)
         out.print(Text(f"  {case_id}: ", style="bold") +
-                  Text(", ".join(killers) if killers else "SURVIVES every fault",
+                  Text(", ".join(f if result.on_its_statement(f, case_id)
+                                 else f"{f} (on another statement)" for f in killers)
+                       if killers else "SURVIVES every fault",
                        style="" if killers else "bold red"))
     for fault in result.idle_faults:
         out.print(Text(idle_fault(result, fault), style="bold red"), soft_wrap=True)
@@ -87,6 +89,9 @@ def show_kills(result: SelfTest, reference: str, name: str, *, as_json: bool = F
                        f"{result.breaks.get(fault, 'its statement')}", style="bold red"))
     faults = len(result.matrix)
     out.print(f"killed on its own statement: {result.own_kills} of {faults}")
+    if result.killed_by_others:
+        out.print(f"{len(result.killed_by_others)} cases fail only under faults of other "
+                  f"statements: {', '.join(result.killed_by_others)}", soft_wrap=True)
     out.print(f"kill rate {result.kill_rate:.1%} ({len(result.survivors)} surviving cases); "
               f"{faults - len(result.idle_faults)} of {faults} faults "
               f"kill at least one case; {name} {'passed' if result.ok else 'FAILED'}")

@@ -14,7 +14,7 @@ from conformance.codec import Frame, validate_server_frame
 from conformance.profiles import Profile
 from conformance.runner.results import BROKEN, Outcome, worst
 from conformance.scenario import Case
-from conformance.spec import catalogue
+from conformance.spec import catalogue, rule_of
 from conformance.wire.connection import Connection
 
 #: The most violations a case keeps (each grades the case; more only repeat them).
@@ -130,13 +130,15 @@ def outcome(case: Case, version: str, named: tuple[str, ...], grades: list[Broke
 
 def _declared(profile: Profile | None, case_id: str, version: str, check: Broken) -> Broken:
     """`check`, naming the deviation `profile` declares for it: one for the case (at the
-    version) whose statements include a statement the check speaks for."""
+    version) that names a statement the check speaks for (or its wording at another
+    version)."""
     if profile is None or check.grade not in (Outcome.FAILED, Outcome.NON_STRICT):
         return check
     deviation = profile.deviation(case_id, version)
     if deviation is None:
         return check
-    named = [s for s in check.statements if s in deviation.statements]
+    rules = {rule_of(s) for s in deviation.statements}  # at any version's wording
+    named = [s for s in check.statements if rule_of(s) in rules]
     if not named:
         return check
     # reported against the statement the profile names
