@@ -32,9 +32,10 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 
 from conformance.codec import Frame, Parser, encode
-from conformance.report.compare import compare, compare_markdown
+from conformance.report.compare import compare, compare_html, compare_markdown
 from conformance.report.markdown import COMMENT_LIMIT, MESSAGE, ROWS, render_markdown, size
 from conformance.report.rendering import pieces
+from conformance.scenario import load_cases
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 #: Each piece would run script (setting window.__pwned, or an alert) were it markup.
@@ -63,6 +64,8 @@ CASES = r"""
     - raw: {data: "SEND\ndestination:${queue}\nk:\\t\n\n\0"}
     - expect_error_close: {within: 2}
 """
+#: The line of the hostile run: its cases are not the shipped catalogue's.
+HOSTILE_LINE = "2 case runs of cases outside the shipped catalogue: no certification verdict"
 #: Catalogue folders and faults that give a quick run with several outcomes in each area.
 FOLDERS = ("escaping", "headers", "errors-and-lifecycle")
 FAULTS = ("no-escaping", "error-without-message")
@@ -138,6 +141,14 @@ for line in sys.stdin:
 CLIENT_CASE = "clients.connect.required-headers"
 #: the library's version (a report keeps 100 characters of it)
 VERSION = "6.6<img src=x onerror=\"window.__pwned='version'\">"
+
+
+def client_line() -> str:
+    """The line of the hostile client's run: CLIENT_CASE of the client catalogue."""
+    runs = [case.id for case in load_cases([ROOT / "cases"], client=True)
+            if "tcp" in case.transports for _ in case.versions]
+    return f"{runs.count(CLIENT_CASE)} of {len(runs)} case runs selected: " \
+        "no certification verdict"
 
 
 @pytest.fixture(scope="module")
@@ -263,19 +274,26 @@ def test_summary_and_area_bars_match_the_json(runs: tuple[Path, Path]) -> None:
 
 def test_every_format_opens_with_the_certification_verdict(hostile_run: Path,
                                                            runs: tuple[Path, Path]) -> None:
-    line = load(hostile_run / "r.json")["certification"]["verdict"]
-    assert line == "does not conform: 1 MUST case run failed"
+    """Each run here is part of the shipped catalogue, or other cases: the line says so in
+    place of a verdict, in every format, and the counts behind it stay."""
+    certification = load(hostile_run / "r.json")["certification"]
+    line = certification["verdict"]
+    assert line == HOSTILE_LINE and certification["must_failed"] == 1
     assert (hostile_run / "r.md").read_text("utf-8").startswith(f"**{line}**\n")
-    assert f'<div class="verdict o-failed" id="verdict">{line}</div>' in \
+    assert f'<div class="verdict o-error" id="verdict">{line}</div>' in \
         (hostile_run / "r.html").read_text("utf-8")
     clean, faulty = (load(path)["certification"] for path in runs)
-    assert (clean["conforms"], clean["verdict"]) == (
-        True, "conforms to STOMP 1.0, 1.1 and 1.2: every MUST passed")
-    assert faulty["conforms"] is False and faulty["verdict"].startswith(
-        f"does not conform: {faulty['must_failed']} MUST case runs failed")
+    selected = sum(len(c.versions) for c in load_cases([ROOT / "cases" / f for f in FOLDERS]))
+    total = sum(len(c.versions) for c in load_cases([ROOT / "cases"]) if "tcp" in c.transports)
+    line = f"{selected} of {total} case runs selected: no certification verdict"
+    assert (clean["conforms"], clean["verdict"], clean["must_failed"]) == (None, line, 0)
+    assert (faulty["conforms"], faulty["verdict"]) == (None, line)
+    assert faulty["must_failed"] > 0
     for path, certification in zip(runs, (clean, faulty), strict=True):
         page = path.with_suffix(".html").read_text("utf-8")
         assert f'id="verdict">{certification["verdict"]}</div>' in page
+        assert f"of 0.1.0 ({certification['catalogue']['digest'][:19]}): {selected} of " \
+            f"{total} case runs selected</dd>" in page
 
 
 class Counts(HTMLParser):
@@ -375,7 +393,7 @@ def test_hostile_page_runs_no_broker_script_and_filters_work(
     assert PAYLOAD in body
     assert SERVER in browser.find_element(By.CSS_SELECTOR, "header.top").text
     verdict = browser.find_element(By.ID, "verdict")  # the page opens with it
-    assert verdict.text == "does not conform: 1 MUST case run failed"
+    assert verdict.text == HOSTILE_LINE
     assert verdict.location["y"] < browser.find_element(By.CSS_SELECTOR,
                                                         "header.top").location["y"]
 
@@ -440,7 +458,7 @@ def test_hostile_client_page_shows_the_library_text_as_text(
     assert f"client\n{SERVER} {VERSION}\n" in subject and "transport\nTCP (tcp)" in subject
     assert "profile\n(none)" in subject and "<svg onload=" in subject
     verdict = browser.find_element(By.ID, "verdict")
-    assert verdict.text == "does not conform as a client: 1 MUST case run failed"
+    assert verdict.text == client_line()
     both = {f"{CLIENT_CASE} [passed]": True, f"{CLIENT_CASE} [failed]": True}
     assert shown(browser) == both
     browser.find_element(By.CSS_SELECTOR, "input[data-filter=outcome][value=failed]").click()
@@ -669,7 +687,7 @@ def test_markdown_summary_neutralises_broker_text(hostile_run: Path) -> None:
 def test_markdown_summary_neutralises_client_library_text(hostile_client: Path) -> None:
     text = (hostile_client / "r.md").read_text("utf-8")
     lines = text.splitlines()
-    assert lines[0] == "**does not conform as a client: 1 MUST case run failed**"
+    assert lines[0] == f"**{client_line()}**"
     assert lines[2].startswith("### STOMP client conformance: evil/6.6 \\<script\\>window.")
     assert lines[2].endswith(" over TCP (tcp)")
     assert "\\<img src=x onerror=" in lines[2]  # the version
@@ -760,6 +778,49 @@ def test_compare_shows_the_cells_that_differ(runs: tuple[Path, Path], tmp_path: 
             and page.count('data-differs="yes"') == differing)
     assert f'title="{escape(case["message"])}"><span class="badge o-failed">failed</span>' \
         in page  # the reason, on hover
+
+
+def matrix_report(profile: str, **outcomes: str) -> dict[str, Any]:
+    """A report with just what compare reads: case `NAME` at 1.2 per outcome given."""
+    counts = Counter(outcomes.values())
+    return {
+        "tool": {"name": "stomp-conformance", "version": "0.1.0"},
+        "broker": {"url": f"{profile}:61613", "profile": profile, "server": None,
+                   "versions": ["1.2"]},
+        "summary": {"versions": {"1.2": {"must": {"passed": counts["passed"],
+                                                  "total": len(outcomes)}}},
+                    "outcomes": dict(counts)},
+        "cases": [{"id": f"t.{name}", "version": "1.2", "area": "t", "outcome": outcome,
+                   "message": "", "deviation": ""} for name, outcome in outcomes.items()]}
+
+
+def test_compare_counts_a_case_run_missing_from_a_report_apart() -> None:
+    """A case run differs where the reports that have it disagree; one that only some
+    reports have is counted apart, differing or not."""
+    reports = [matrix_report("a", same="passed", split="passed", part="passed"),
+               matrix_report("b", same="passed", split="failed", part="passed",
+                             new="passed"),
+               matrix_report("c", same="passed", split="failed", new="unsupported")]
+    matrix = compare(reports, ["a.json", "b.json", "c.json"])
+    assert {row.id: (row.differs, row.partial) for row in matrix.rows} == {
+        "t.same": (False, False), "t.split": (True, False), "t.part": (False, True),
+        "t.new": (True, True)}
+    assert matrix.tally() == "2 of 4 case runs differ; 2 are in only some reports"
+    markdown = compare_markdown(matrix)
+    assert "\n**2 of 4 case runs differ; 2 are in only some reports** (" in markdown
+    differing = markdown.split("<details>")[0]
+    assert "`t.split [1.2]`" in differing and "`t.new [1.2]`" in differing
+    assert "`t.part [1.2]`" not in differing and "`t.part [1.2]`" in markdown
+    page = compare_html(matrix)
+    assert "&middot; 4 case runs &middot; 2 differ &middot; 2 in only some reports &middot;" \
+        in page
+    assert page.count('data-differs="yes"') == 2
+    # one report short of one case run; then none short, and nothing said of it
+    assert compare(reports[:2], ["a", "b"]).tally() == \
+        "1 of 4 case runs differ; 1 is in only some reports"
+    whole = compare([reports[0], reports[0]], ["a", "b"])
+    assert whole.tally() == "0 of 3 case runs differ"
+    assert "only some" not in compare_html(whole) + compare_markdown(whole)
 
 
 def test_compare_json_and_brokers_not_run(runs: tuple[Path, Path], tmp_path: Path) -> None:

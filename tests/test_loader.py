@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from helpers import cli
 
-from conformance.scenario import CaseLoadError, load_cases, load_file
+from conformance.scenario import CaseLoadError, load_cases, load_catalogue, load_file
 
 GOOD = """\
 - id: escaping.undefined-escape-is-fatal
@@ -144,6 +145,56 @@ def test_a_missing_path_is_a_load_error(tmp_path: Path) -> None:
     with pytest.raises(CaseLoadError, match="no such file"):
         load_cases([tmp_path / "nope"])
 
+
+
+def test_the_catalogue_digest_names_the_files_read(tmp_path: Path) -> None:
+    """The digest covers each file's path under the folder given and its octets: the same
+    files anywhere hash alike; a changed octet, a renamed file or another file do not."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (first, second):
+        (folder / "sub").mkdir(parents=True)
+        write(folder, valid(tmp_path).read_text(), "sub/one.yaml")
+        write(folder, GOOD, "two.yaml")
+    loaded = load_catalogue([first])
+    assert loaded.digest == load_catalogue([second]).digest
+    assert loaded.digest.startswith("sha256:") and len(loaded.digest) == 7 + 64
+    assert [c.id for c in loaded.cases] == [c.id for c in load_cases([first])]
+    seen = {loaded.digest}
+    write(second, GOOD + "# a comment changes no case, and the catalogue all the same\n",
+          "two.yaml")
+    seen.add(load_catalogue([second]).digest)
+    (second / "two.yaml").rename(second / "three.yaml")
+    seen.add(load_catalogue([second]).digest)
+    write(second, "", "empty.yml")  # not a case, but a file of the catalogue
+    with pytest.raises(CaseLoadError, match="empty file"):
+        load_catalogue([second])
+    (second / "empty.yml").unlink()
+    more = write(tmp_path, GOOD.replace("is-fatal", "is-fatal-too"), "more.yaml")
+    seen.add(load_catalogue([second, more]).digest)
+    assert len(seen) == 4
+
+
+def test_a_selection_is_whole_only_for_every_run_of_the_shipped_catalogue(
+        tmp_path: Path) -> None:
+    """Case runs over the run's transport, as the engine makes them; narrowing a case to
+    one version is a selection too."""
+    write(tmp_path, valid(tmp_path).read_text().replace(
+        '  versions: ["1.1", "1.2"]\n', '  versions: ["1.1", "1.2"]\n  transports: [ws]\n'))
+    shipped = load_catalogue([tmp_path], shipped=True)
+    every = list(shipped.cases)
+    one, two = every
+    assert (one.id, one.transports, two.transports) == (
+        "heart-beat.optional-header", ("ws",), ("tcp", "ws"))
+    whole = shipped.selection(every, "ws")
+    assert (whole.whole, whole.selected, whole.total, whole.shipped) == (True, 3, 3, True)
+    assert whole.digest == shipped.digest
+    assert shipped.selection([two], "tcp").whole  # the ws-only case is not a TCP run
+    narrowed = [dataclasses.replace(one, versions=("1.2",)), two]
+    for picked, transport in (([two], "ws"), (narrowed, "ws")):
+        part = shipped.selection(picked, transport)
+        assert not part.whole and part.total == 3 and part.selected == len(picked)
+    other = load_catalogue([tmp_path]).selection(every, "ws")
+    assert (other.whole, other.shipped, other.selected) == (False, False, 3)
 
 
 def test_list_and_show_read_case_files(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from conformance.report.verdict import certify
 from conformance.runner.engine import Engine
 from conformance.runner.events import RunFinished, RunStarted
 from conformance.runner.results import CaseResult, Outcome
-from conformance.scenario import load_cases
+from conformance.scenario import Selection, load_cases
 from conformance.spec import catalogue
 from conformance.wire.target import Target
 from conformance.wire.transcript import Record
@@ -442,13 +442,83 @@ def test_every_format_opens_with_the_same_verdict(target: Target, strict: bool) 
     assert f'id="verdict">{line}</div>' in render_html(report)
 
 
+DIGEST = "sha256:" + "ab" * 32
+
+
+def selection(selected: int, total: int = 253, *, shipped: bool = True) -> Selection:
+    return Selection("0.1.0", DIGEST, shipped, shipped and selected == total, selected, total)
+
+
+def test_only_the_whole_shipped_catalogue_is_certified() -> None:
+    """A selection says what it is in place of a verdict, passing or failing; the whole
+    shipped catalogue reads as the runs alone do; the counts behind the line stay."""
+    passing = graded((P, "must", "1.2", ""), (P, "must", "1.1", ""))
+    failing = graded((P, "must", "1.2", ""), (F, "must", "1.2", ""), (K, "must", "1.1", "x"))
+    for runs in (passing, failing):
+        picked = certify(runs, catalogue=selection(17))
+        assert (picked.conforms, picked.text) == (
+            None, "17 of 253 case runs selected: no certification verdict")
+        other = certify(runs, client=True, catalogue=selection(2, 2, shipped=False))
+        assert (other.conforms, other.text) == (
+            None, "2 case runs of cases outside the shipped catalogue: no certification verdict")
+        whole = certify(runs, catalogue=selection(253))
+        assert (whole.conforms, whole.text) == (certify(runs).conforms, certify(runs).text)
+    assert certify(passing, catalogue=selection(253)).text == \
+        "conforms to STOMP 1.1 and 1.2: every MUST passed"
+    counted = certify(failing, catalogue=selection(17)).to_json()
+    assert (counted["must_failed"], counted["known_deviations"]) == (2, 1)
+    assert counted["catalogue"] == {"version": "0.1.0", "digest": DIGEST, "shipped": True,
+                                    "whole": False, "selected": 17, "total": 253}
+
+
+@pytest.mark.parametrize("picked", [17, 253])
+def test_the_json_report_records_the_catalogue_beside_the_verdict(target: Target,
+                                                                  picked: int) -> None:
+    """The JSON holds the catalogue's identity; HTML and Markdown show it and the line it
+    makes; a report saved before the field existed reads as it always did."""
+    given = [r for r in results() if r.outcome != Outcome.FAILED]
+    report = report_json(given, target=target, server=SERVER, duration=1.0,
+                         tool_version="0.1.0", catalogue=selection(picked))
+    jsonschema.Draft202012Validator(schema()).validate(report)
+    certification = report["certification"]
+    assert certification["catalogue"] == selection(picked).to_json()
+    line = "17 of 253 case runs selected: no certification verdict" if picked == 17 else \
+        "does not conform: 1 MUST case run failed, a known deviation; 1 case run could not " \
+        "be graded"
+    assert (certification["verdict"], certification["conforms"]) == (
+        line, None if picked == 17 else False)
+    shown = "the shipped catalogue of 0.1.0 (sha256:abababababab): " + (
+        "17 of 253 case runs selected" if picked == 17 else "all 253 case runs")
+    markdown = render_markdown(report)
+    assert markdown.splitlines()[0] == f"**{line}**" and f"Catalogue: {shown}\n" in markdown
+    page = render_html(report)
+    assert f'id="verdict">{line}</div>' in page
+    assert f'<dt>catalogue</dt><dd id="catalogue">{shown}</dd>' in page
+    # from a saved report: the same line, whatever the saved verdict text says
+    saved = json.loads(dumps(report))
+    saved["certification"]["verdict"] = "conforms to everything"
+    assert render_markdown(saved).splitlines()[0] == f"**{line}**"
+    # a report written before the catalogue was recorded: valid, its line from its cases
+    del saved["certification"]["catalogue"]
+    jsonschema.Draft202012Validator(schema()).validate(saved)
+    old = "does not conform: 1 MUST case run failed, a known deviation; 1 case run could " \
+          "not be graded"
+    assert render_markdown(saved).splitlines()[0] == f"**{old}**"
+    assert "Catalogue:" not in render_markdown(saved)
+    assert 'id="catalogue"' not in render_html(saved)
+    for bad in ({"digest": "md5:00"}, {"selected": -1}, {"whole": "yes"}):
+        broken = json.loads(dumps(report))
+        broken["certification"]["catalogue"].update(bad)
+        assert not jsonschema.Draft202012Validator(schema()).is_valid(broken), bad
+
+
 # -- as an engine handler ------------------------------------------------------------------
 
 def test_report_writer_writes_every_file_on_run_finished(target: Target,
                                                          tmp_path: Path) -> None:
     writer = ReportWriter(run_id="run1", json_path=tmp_path / "r.json",
                           junit_path=tmp_path / "r.xml", records_dir=tmp_path / "rec",
-                          tool_version="9.9")
+                          tool_version="9.9", catalogue=selection(17))
     writer(RunStarted(target, total=8))
     assert writer.written == []
     writer(RunFinished(results(), duration=2.0, server=SERVER))
@@ -456,7 +526,9 @@ def test_report_writer_writes_every_file_on_run_finished(target: Target,
                               tmp_path / "rec" / "results-run1.jsonl"]
     for path in writer.written:
         assert_no_secret(path)
-    assert json.loads((tmp_path / "r.json").read_text("utf-8"))["tool"]["version"] == "9.9"
+    written = json.loads((tmp_path / "r.json").read_text("utf-8"))
+    assert written["tool"]["version"] == "9.9"
+    assert written["certification"]["catalogue"] == selection(17).to_json()
     xmlschema.XMLSchema(XSD).validate(str(tmp_path / "r.xml"))
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,9 @@ import pytest
 import trustme
 from helpers import cli
 from peers import TinyBroker, serving
+
+from conformance.cli.options import default_cases
+from conformance.scenario import load_catalogue
 
 CASE = """\
 - id: receipts.send-gets-receipt
@@ -131,11 +136,89 @@ def test_tls_with_a_ca_and_without_verification(tmp_path: Path) -> None:
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+#: What a run of cases that are not the shipped catalogue's says in place of a verdict.
+OUTSIDE = "2 case runs of cases outside the shipped catalogue: no certification verdict"
+
+
+def shipped_runs(chosen: str = "") -> tuple[int, int]:
+    """(case runs over TCP whose id holds `chosen`, all of them) in the shipped catalogue."""
+    runs = [case.id for case in load_catalogue([default_cases()]).cases
+            if "tcp" in case.transports for _ in case.versions]
+    return sum(chosen in run for run in runs), len(runs)
+
+
 @pytest.mark.slow
-def test_run_with_no_arguments_runs_the_catalogue_against_the_reference_broker() -> None:
-    done = cli("run")
+def test_run_with_no_arguments_runs_the_catalogue_against_the_reference_broker(
+        tmp_path: Path) -> None:
+    """The whole shipped catalogue is certified, and the report names it."""
+    done = cli("run", "--json", str(tmp_path / "r.json"))
     assert done.returncode == 0, done.stderr
     assert "(profile reference)" in done.stderr and "failed" not in done.stderr
+    line = "conforms to STOMP 1.0, 1.1 and 1.2: every MUST passed"
+    assert done.stderr.endswith(f"\n{line}\nwrote {tmp_path / 'r.json'}\n")
+    certification = json.loads((tmp_path / "r.json").read_text())["certification"]
+    _, total = shipped_runs()
+    assert (certification["verdict"], certification["conforms"]) == (line, True)
+    assert certification["catalogue"] == {
+        "version": "0.1.0", "digest": load_catalogue([default_cases()]).digest,
+        "shipped": True, "whole": True, "selected": total, "total": total}
+
+
+def test_a_selection_of_the_catalogue_is_not_certified_and_exits_as_before(
+        tmp_path: Path) -> None:
+    """-k (or --cases within the shipped catalogue) runs part of it: the line says how much
+    in place of a verdict, passing or failing; the exit code is the grades' as ever."""
+    selected, total = shipped_runs("negotiation")
+    line = f"{selected} of {total} case runs selected: no certification verdict"
+    done = cli("run", "-k", "negotiation", "--json", str(tmp_path / "k.json"))
+    assert done.returncode == 0, done.stderr
+    assert f"\n{line}\n" in done.stderr and "conforms" not in done.stderr
+    certification = json.loads((tmp_path / "k.json").read_text())["certification"]
+    assert (certification["verdict"], certification["conforms"]) == (line, None)
+    assert certification["catalogue"] == {
+        "version": "0.1.0", "digest": load_catalogue([default_cases()]).digest,
+        "shipped": True, "whole": False, "selected": selected, "total": total}
+    # a folder of the catalogue is a selection of it too
+    folder = default_cases() / "escaping"
+    escaping = sum(len(c.versions) for c in load_catalogue([folder]).cases)
+    broker = subprocess.Popen([sys.executable, "-m", "conformance", "broker", "--port", "0",
+                               "--fault", "no-escaping"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert broker.stderr is not None
+        port = broker.stderr.readline().rsplit(":", 1)[1].split()[0]
+        done = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", str(folder))
+    finally:
+        broker.terminate()
+        broker.wait(30)
+    assert done.returncode == 1, done.stderr  # a failure, as before
+    assert re.search(r"^failed +escaping\.", done.stderr, re.M), done.stderr
+    assert done.stderr.endswith(
+        f"\n{escaping} of {total} case runs selected: no certification verdict\n")
+
+
+def test_the_report_names_the_case_files_by_their_digest(tmp_path: Path) -> None:
+    """Cases outside the shipped catalogue are never certified; the report's digest is of
+    the files the run read, and follows a change to one."""
+    path = Path(cases(tmp_path))
+    digests = []
+    with serving(TinyBroker()) as port:
+        for edit in ("", "# an edit that changes no case\n"):
+            path.write_text(CASE + edit)
+            done = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", str(path),
+                       "--json", str(tmp_path / "r.json"), "--markdown", "-")
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.startswith(f"**{OUTSIDE}**\n")
+            certification = json.loads((tmp_path / "r.json").read_text())["certification"]
+            assert (certification["verdict"], certification["conforms"]) == (OUTSIDE, None)
+            catalogue = certification["catalogue"]
+            assert catalogue == {"version": "0.1.0", "digest": catalogue["digest"],
+                                 "shipped": False, "whole": False, "selected": 2, "total": 2}
+            assert catalogue["digest"] == load_catalogue([path]).digest
+            short = catalogue["digest"][:len("sha256:") + 12]
+            assert (f"Catalogue: cases outside the shipped catalogue of 0.1.0 ({short}): "
+                    "2 of 2 case runs selected\n") in done.stdout
+            digests.append(catalogue["digest"])
+    assert digests[0] != digests[1]
 
 
 def test_baseline_gate_fails_only_on_regressions(tmp_path: Path) -> None:
@@ -187,7 +270,7 @@ def test_strict_grades_known_deviations_as_failures(tmp_path: Path) -> None:
     known deviations and exit 0; with it they fail and exit 1. Both say the same verdict,
     on the console and at the top of every report."""
     (tmp_path / "tiny.yaml").write_text(PROFILE)
-    line = "does not conform: 2 MUST case runs failed, 2 of them known deviations"
+    line = OUTSIDE  # cases of its own: the counts behind the line say the same
     with serving(TinyBroker("no-receipt")) as port:
         def run(name: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
             out = tmp_path / name
@@ -205,8 +288,9 @@ def test_strict_grades_known_deviations_as_failures(tmp_path: Path) -> None:
         assert code == 0, err
         assert {c["outcome"] for c in report["cases"]} == {"known-deviation"}
         assert report["certification"] == {
-            "strict": False, "conforms": False, "verdict": line, "must_failed": 2,
-            "known_deviations": 2, "should_not_met": 0, "errors": 0}
+            "strict": False, "conforms": None, "verdict": line, "must_failed": 2,
+            "known_deviations": 2, "should_not_met": 0, "errors": 0,
+            "catalogue": report["certification"]["catalogue"]}
 
         code, err, report = run("strict", "--strict")
         assert code == 1, err
@@ -215,6 +299,8 @@ def test_strict_grades_known_deviations_as_failures(tmp_path: Path) -> None:
                    for c in report["cases"])
         assert report["certification"]["strict"] is True
         assert report["certification"]["verdict"] == line
+        assert (report["certification"]["must_failed"],
+                report["certification"]["known_deviations"]) == (2, 2)
 
         # strict grades feed the baseline: failing where the baseline had a known
         # deviation is no regression
@@ -223,9 +309,9 @@ def test_strict_grades_known_deviations_as_failures(tmp_path: Path) -> None:
         assert "0 regressions, 0 new passes, 2 still failing" in err
 
 
-def test_a_conformant_run_says_so_on_the_console(tmp_path: Path) -> None:
+def test_a_run_of_other_cases_says_so_on_the_console(tmp_path: Path) -> None:
     with serving(TinyBroker()) as port:
         done = cli("run", "--broker", f"127.0.0.1:{port}", "--cases", cases(tmp_path),
                    "--strict")
     assert done.returncode == 0, done.stderr
-    assert done.stderr.endswith("conforms to STOMP 1.1 and 1.2: every MUST passed\n")
+    assert done.stderr.endswith(f"\n{OUTSIDE}\n")

@@ -18,7 +18,14 @@ from rich.text import Text
 from conformance import __version__
 from conformance.cli.arguments import positive, seconds
 from conformance.cli.exits import Exit, fail
-from conformance.cli.options import Verbs, case_flags, chosen_cases, report_flags, stdout_clash
+from conformance.cli.options import (
+    Verbs,
+    case_flags,
+    chosen_cases,
+    chosen_catalogue,
+    report_flags,
+    stdout_clash,
+)
 from conformance.cli.selftest import show_kills
 from conformance.clients import REFERENCE_DRIVER, ClientInfo, run_client_cases
 from conformance.clients.run import passcode
@@ -82,7 +89,7 @@ def clients_command(args: argparse.Namespace) -> Exit:
     clash = stdout_clash(args)
     if clash:
         return fail(Exit.USAGE, clash)
-    cases = chosen_cases(args, client=True)
+    catalogue, cases = chosen_catalogue(args, client=True)
     if not cases:
         return fail(Exit.USAGE, "no client case matches")
     if args.selftest:
@@ -95,6 +102,7 @@ def clients_command(args: argparse.Namespace) -> Exit:
     if not cases:
         return fail(Exit.USAGE, "no client case chosen runs over "
                                 f"{TRANSPORT_NAMES[args.transport]}")
+    selection = catalogue.selection(cases, args.transport)  # what the verdict covers
     run_id = secrets.token_hex(3)
     shown = Scrubber(None).text(driver)
     info = ClientInfo(driver=shown, transport=args.transport,
@@ -111,7 +119,7 @@ def clients_command(args: argparse.Namespace) -> Exit:
     if info.library:
         console.print(Text(f"client: {info.library} {info.version}", style="dim"))
     # the console shows what the report does: the run's passcode masked
-    ConsoleReporter(console, client=True).finish(
+    ConsoleReporter(console, client=True, catalogue=selection).finish(
         RunFinished(scrub(results, None, passcode(run_id)), duration, {}))
     reports = ReportWriter(run_id=run_id, json_path=args.json, junit_path=args.junit,
                            html_path=args.html, markdown_path=args.markdown,
@@ -120,7 +128,7 @@ def clients_command(args: argparse.Namespace) -> Exit:
         try:
             reports.write(client_report_json(
                 results, client=info.to_json(), duration=duration, tool_version=__version__,
-                strict=args.strict, passcodes=(passcode(run_id),)))
+                strict=args.strict, passcodes=(passcode(run_id),), catalogue=selection))
         except OSError as error:
             return fail(Exit.USAGE, f"cannot write a report: {error}")
     for path in reports.written:

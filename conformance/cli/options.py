@@ -14,7 +14,13 @@ from conformance.broker import BrokerConfig
 from conformance.cli.arguments import seconds
 from conformance.files import STDOUT
 from conformance.profiles import ProfileError, load_profile, shipped
-from conformance.scenario import Case, load_cases, shipped_catalogue
+from conformance.scenario import (
+    Case,
+    Catalogue,
+    load_cases,
+    load_catalogue,
+    shipped_catalogue,
+)
 from conformance.spec.grammar import VERSIONS
 from conformance.wire.transport import BrokerAddress, TlsOptions, is_loopback, parse_broker
 
@@ -153,8 +159,29 @@ def default_cases() -> Path:
 def chosen_cases(args: argparse.Namespace, *, client: bool = False) -> list[Case]:
     """The cases named by --cases (default: the shipped catalogue), filtered by the flags;
     `client`: the client cases there instead of the broker cases."""
-    cases = load_cases([Path(p) for p in args.cases] if args.cases else [default_cases()],
-                       client=client)
+    return _filtered(args, load_cases(
+        [Path(p) for p in args.cases] if args.cases else [default_cases()], client=client))
+
+
+def chosen_catalogue(args: argparse.Namespace, *,
+                     client: bool = False) -> tuple[Catalogue, list[Case]]:
+    """The catalogue a run's cases come from, and the cases the flags choose (as
+    chosen_cases). --cases within the shipped catalogue choose from it (a selection of it,
+    as -k is); --cases elsewhere are a catalogue of their own, which is never certified."""
+    shipped = default_cases()
+    if not args.cases:
+        catalogue = load_catalogue([shipped], client=client, shipped=True)
+        return catalogue, _filtered(args, list(catalogue.cases))
+    paths = [Path(p) for p in args.cases]
+    root = shipped.resolve()
+    within = all(root == p.resolve() or root in p.resolve().parents for p in paths)
+    catalogue = load_catalogue([shipped] if within else paths, client=client, shipped=within)
+    given = load_cases(paths, client=client) if within else list(catalogue.cases)
+    return catalogue, _filtered(args, given)
+
+
+def _filtered(args: argparse.Namespace, cases: list[Case]) -> list[Case]:
+    """Those of `cases` that --tag, --statement, --level, --stomp-version and -k choose."""
     chosen = []
     for case in cases:
         if args.tag and args.tag not in case.tags:

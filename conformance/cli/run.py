@@ -16,7 +16,7 @@ from conformance.cli.exits import Exit, fail
 from conformance.cli.options import (
     Verbs,
     case_flags,
-    chosen_cases,
+    chosen_catalogue,
     report_flags,
     session_flags,
     stdout_clash,
@@ -85,12 +85,14 @@ def run_command(args: argparse.Namespace) -> Exit:
     except (ValueError, ProfileError) as error:
         return fail(Exit.USAGE, str(error))
     tls = tls_options(args, address)
-    cases = chosen_cases(args)
+    catalogue, cases = chosen_catalogue(args)
     if not cases:
         return fail(Exit.USAGE, "no case matches")
     transport = "ws" if websocket else "tcp"
     if not any(transport in case.transports for case in cases):
         return fail(Exit.USAGE, f"no case chosen runs over {TRANSPORT_NAMES[transport]}")
+    # what the verdict covers: every report is told, so that none certifies a selection
+    selection = catalogue.selection(cases, transport)
     if args.history and not args.html:
         return fail(Exit.USAGE, "--history adds sections to the HTML report: give --html too")
     clash = stdout_clash(args)
@@ -117,11 +119,12 @@ def run_command(args: argparse.Namespace) -> Exit:
                         deadline=args.deadline, strict=args.strict,
                         transcripts=args.transcript_budget << 20)
         reports.run_id = engine.run_id
-        return await engine.run(cases, [ConsoleReporter(), reports])
+        return await engine.run(cases, [ConsoleReporter(catalogue=selection), reports])
 
     reports = ReportWriter(run_id="", json_path=args.json, junit_path=args.junit,
                            records_dir=args.results, html_path=args.html,
-                           markdown_path=args.markdown, history=history, strict=args.strict)
+                           markdown_path=args.markdown, history=history, strict=args.strict,
+                           catalogue=selection)
     try:
         results = asyncio.run(run())
     except HarnessError as error:

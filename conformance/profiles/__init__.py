@@ -210,8 +210,8 @@ def _deviation(profile: str, key: str, entry: dict[str, Any]) -> Deviation:
     statements = (named,) if isinstance(named, str) else tuple(named)
     unknown = [s for s in statements if s not in catalogue()]
     if unknown:
-        raise ProfileError(f"profile {profile!r}, deviation {key}: unknown statement {unknown[0]!r} "
-                           "(see `stomp-conformance spec`)")
+        raise ProfileError(f"profile {profile!r}, deviation {key}: unknown statement "
+                           f"{unknown[0]!r} (see `stomp-conformance spec`)")
     fields = {k: v for k, v in entry.items() if k != "statement"}
     return Deviation(statements=statements, **fields)
 
@@ -231,7 +231,8 @@ def _profile(data: dict[str, Any]) -> Profile:
         queue=destinations.get("queue", "/queue/{name}"),
         topic=destinations.get("topic", "/topic/{name}"),
         versions=versions, capabilities=capabilities,
-        deviations={k: _deviation(data["name"], k, v) for k, v in data.get("deviations", {}).items()},
+        deviations={k: _deviation(data["name"], k, v)
+                    for k, v in data.get("deviations", {}).items()},
         subprotocols=None if subprotocols is None else tuple(subprotocols),
         websocket_path=websocket.get("path"),
         jobs=data.get("jobs"),

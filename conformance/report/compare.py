@@ -2,7 +2,9 @@
 union over the reports, so reports of different catalogues line up), columns are brokers,
 or client libraries (the reports of `clients`; one comparison holds one kind), a cell is
 the outcome or '—' where a report has no such run; above them, each column's MUST score per
-version and outcome counts. Rendered as a single-file HTML page, as Markdown, and as a
+version and outcome counts. A case run differs where the reports that have it disagree; one
+only some reports have (a run over TCP lacks the WebSocket-only cases) is counted apart, as
+no outcome is no disagreement. Rendered as a single-file HTML page, as Markdown, and as a
 compact JSON of outcomes alone (what reports/ commits).
 
 A broker (or client) that could not be run is named with the reason (`not_run`), so a
@@ -53,7 +55,14 @@ class Row:
 
     @property
     def differs(self) -> bool:
-        return len(set(self.cells)) > 1
+        """The reports that have this case run disagree on it (a missing cell is no
+        outcome, so not a disagreement)."""
+        return len({cell for cell in self.cells if cell is not None}) > 1
+
+    @property
+    def partial(self) -> bool:
+        """Only some of the reports have this case run."""
+        return None in self.cells
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +94,18 @@ class Matrix:
     @property
     def differing(self) -> list[Row]:
         return [row for row in self.rows if row.differs]
+
+    @property
+    def partial(self) -> list[Row]:
+        return [row for row in self.rows if row.partial]
+
+    def tally(self) -> str:
+        """'12 of 273 case runs differ; 20 are in only some reports'."""
+        partial = len(self.partial)
+        line = f"{len(self.differing)} of {len(self.rows)} case runs differ"
+        if partial:
+            line += f"; {partial} {'is' if partial == 1 else 'are'} in only some reports"
+        return line
 
 
 def transport(report: dict[str, Any]) -> str:
@@ -188,7 +209,7 @@ def compare_markdown(matrix: Matrix) -> str:
              *table(head, summary), ""]
     lines += [f"Not run: **{cell(name)}**: {cell(reason)}" for name, reason in matrix.not_run]
     lines += [*([""] if matrix.not_run else []),
-              f"**{len(differing)} of {len(matrix.rows)} case runs differ** ({legend})"]
+              f"**{matrix.tally()}** ({legend})"]
     if len(differing) == len(matrix.rows):  # one table says it all
         return fit([*lines, "", *rows(differing)])
     if differing:

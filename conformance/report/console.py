@@ -14,6 +14,7 @@ from rich.text import Text
 from conformance.report.verdict import certify
 from conformance.runner.events import CaseFinished, RunEvent, RunFinished, RunStarted
 from conformance.runner.results import Outcome, summarise
+from conformance.scenario import Selection
 
 STYLE = {
     Outcome.PASSED: "green", Outcome.FAILED: "bold red", Outcome.NON_STRICT: "yellow",
@@ -32,9 +33,11 @@ def make_console(*, stderr: bool = False) -> Console:
 
 
 class ConsoleReporter:
-    def __init__(self, console: Console | None = None, *, client: bool = False) -> None:
+    def __init__(self, console: Console | None = None, *, client: bool = False,
+                 catalogue: Selection | None = None) -> None:
         self.console = console or make_console(stderr=True)
         self.client = client  # the run judged a client library: its verdict says so
+        self.catalogue = catalogue  # what the run is of its catalogue: certified if whole
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[tally]}"),
                                  TimeElapsedColumn(), console=self.console, transient=True)
@@ -83,7 +86,7 @@ class ConsoleReporter:
         if server:
             self.console.print(Text(f"server: {server}", style="dim"))
         # the line every report opens with
-        certification = certify(results, client=self.client)
+        certification = certify(results, client=self.client, catalogue=self.catalogue)
         colour = {True: "bold green", False: "bold red", None: "bold yellow"}
         self.console.print(Text(certification.text, style=colour[certification.conforms]),
                            soft_wrap=True)

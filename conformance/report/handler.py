@@ -16,6 +16,7 @@ from conformance.report.junit import report_junit
 from conformance.report.markdown import render_markdown
 from conformance.report.records import write_records
 from conformance.runner.events import RunEvent, RunFinished, RunStarted
+from conformance.scenario import Selection
 from conformance.wire.target import Target
 
 
@@ -30,9 +31,11 @@ class ReportWriter:
                  junit_path: Path | str | None = None, records_dir: Path | str | None = None,
                  html_path: Path | str | None = None, markdown_path: Path | str | None = None,
                  history: dict[str, Any] | None = None,
-                 tool_version: str = __version__, strict: bool = False) -> None:
+                 tool_version: str = __version__, strict: bool = False,
+                 catalogue: Selection | None = None) -> None:
         self.run_id, self.tool_version = run_id, tool_version
         self.strict = strict  # the engine's: recorded in the report's certification
+        self.catalogue = catalogue  # what the run took of its catalogue: recorded there too
         self.json_path, self.junit_path, self.records_dir = json_path, junit_path, records_dir
         self.html_path, self.markdown_path = html_path, markdown_path
         self.history = history  # a loaded report-data.json, for the page's history sections
@@ -52,7 +55,8 @@ class ReportWriter:
             # One dict for every format: scrubbing a run's transcripts is not free.
             self.write(report_json(event.results, target=target, server=event.server,
                                    duration=event.duration, tool_version=self.tool_version,
-                                   strict=self.strict, subprotocol=event.subprotocol))
+                                   strict=self.strict, subprotocol=event.subprotocol,
+                                   catalogue=self.catalogue))
         if self.records_dir is not None:
             self.written.append(write_records(
                 self.records_dir, event.results, target=target, run_id=self.run_id,

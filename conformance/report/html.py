@@ -106,7 +106,8 @@ def render_html(report: dict[str, Any], *, generated: datetime | None = None,
     return render_page(
         "report.html.j2", report=report, generated=stamp(generated),
         level_lines=view.level_lines(report), counts=view.outcome_counts(report),
-        verdict=view.verdict(report), bars=bars, areas=[bar["area"] for bar in bars],
+        verdict=view.verdict(report), catalogue=view.catalogue_line(report), bars=bars,
+        areas=[bar["area"] for bar in bars],
         outcomes=view.OUTCOMES, marks=_MARKS, cases=[_case(c) for c in report["cases"]],
         subject=view.subject(report), show=show_hidden,
         history=history_view(history) if history is not None else None)

@@ -14,6 +14,7 @@ from conformance.report.verdict import certify
 from conformance.runner.results import CaseResult, Outcome, level_counts, summarise
 
 if TYPE_CHECKING:
+    from conformance.scenario import Selection
     from conformance.wire.target import Target
 
 SCHEMA_VERSION = 1
@@ -36,10 +37,12 @@ def _by_version(results: list[CaseResult]) -> dict[str, dict[str, dict[str, int]
 
 def report_json(results: list[CaseResult], *, target: Target, server: dict[str, str],
                 duration: float, tool_version: str, strict: bool = False,
-                subprotocol: str | None = None) -> dict[str, Any]:
+                subprotocol: str | None = None,
+                catalogue: Selection | None = None) -> dict[str, Any]:
     """The report as a JSON-ready dict, with the target's passcode scrubbed out; `strict`
     says the run graded known deviations as what they are (`run --strict`); `subprotocol`:
-    the one the broker accepted over WebSocket (None over TCP: no field)."""
+    the one the broker accepted over WebSocket (None over TCP: no field); `catalogue`:
+    what the run took of the catalogue it loaded, recorded beside the verdict."""
     clean = scrub(results, target)
     header = server.get("server")
     summary = summarise(clean)
@@ -48,7 +51,7 @@ def report_json(results: list[CaseResult], *, target: Target, server: dict[str, 
     return {
         "schema_version": SCHEMA_VERSION,
         # first, so that the one-line verdict opens the file
-        "certification": certify(clean, strict=strict).to_json(),
+        "certification": certify(clean, strict=strict, catalogue=catalogue).to_json(),
         "tool": {"name": TOOL_NAME, "version": tool_version},
         "broker": {
             "url": target.address.display,
@@ -64,11 +67,12 @@ def report_json(results: list[CaseResult], *, target: Target, server: dict[str, 
 
 def client_report_json(results: list[CaseResult], *, client: dict[str, Any],
                        duration: float, tool_version: str, strict: bool = False,
-                       passcodes: tuple[str, ...] = ()) -> dict[str, Any]:
+                       passcodes: tuple[str, ...] = (),
+                       catalogue: Selection | None = None) -> dict[str, Any]:
     """The report of a client run: the broker report's shape with `client` (the driver
     command, the transport, the library and version its driver reported) in place of
     `broker`; each of `passcodes` (and every passcode header) scrubbed out; `strict` as
-    for report_json (`clients --strict`)."""
+    for report_json (`clients --strict`), and `catalogue`."""
     clean = results
     for passcode in passcodes or (None,):
         clean = scrub(clean, None, passcode)
@@ -77,7 +81,8 @@ def client_report_json(results: list[CaseResult], *, client: dict[str, Any],
     summary["duration_s"] = round(duration, 3)
     return {
         "schema_version": SCHEMA_VERSION,
-        "certification": certify(clean, strict=strict, client=True).to_json(),
+        "certification": certify(clean, strict=strict, client=True,
+                                 catalogue=catalogue).to_json(),
         "tool": {"name": TOOL_NAME, "version": tool_version},
         "client": {**client,
                    "versions": sorted({r.version for r in clean if r.outcome not in NOT_RUN})},

@@ -100,6 +100,9 @@ def render_markdown(report: dict[str, Any]) -> str:
              f"{cell(subject.place, limit=HEADER)}", "",
              f"{cell(report['tool']['name'])} {cell(report['tool']['version'])}{brief} \u00b7 "
              f"{summary['total']} case runs in {summary['duration_s']:.1f} s", ""]
+    catalogue = view.catalogue_line(report)
+    if catalogue is not None:  # what the verdict was given on
+        lines += [f"Catalogue: {cell(catalogue)}", ""]
     lines += [f"- {line}" for line in view.level_lines(report)]
     counts = [f"{SYMBOLS[o]} {n}" for o, n in view.outcome_counts(report).items() if n]
     lines += ["", " \u00b7 ".join(counts) or "no case ran"]

@@ -7,7 +7,11 @@ failure does not make it conform. `--strict` changes the grades and so the exit 
 line stays the same for the same broker behaviour in both modes, and says how many of its
 failures are declared. A client library's line says so (`conforms to STOMP 1.2 as a
 client`): its MUSTs are the spec's client statements. A MUST failed is a case run that
-broke a MUST statement, whatever else it checks."""
+broke a MUST statement, whatever else it checks.
+
+The line certifies only the whole shipped catalogue: a run given its `Selection` that is a
+selection of it (-k, --tag, --level, ...), or of other cases, says so in place of a verdict.
+Grades and exit codes do not read the line, so they stay as they were."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.runner.results import CaseResult, Outcome, scores
+from conformance.scenario import Selection
 
 #: Outcomes of case runs that did not run: nothing graded, no version spoken.
 NOT_RUN = (Outcome.SKIPPED, Outcome.UNSUPPORTED)
@@ -34,9 +39,13 @@ class Certification:
     known_deviations: int = 0
     should_not_met: int = 0
     errors: int = 0
+    #: the catalogue the runs are of, and how much of it they are (None: not known, as in
+    #: a report written before it was recorded)
+    catalogue: Selection | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"strict": self.strict, "conforms": self.conforms, "verdict": self.text,
+                **({} if self.catalogue is None else {"catalogue": self.catalogue.to_json()}),
                 "must_failed": self.must_failed, "known_deviations": self.known_deviations,
                 "should_not_met": self.should_not_met, "errors": self.errors}
 
@@ -78,10 +87,20 @@ def _versions(versions: Iterable[str]) -> str:
     return f"STOMP {listed}"
 
 
+def uncertified(selection: Selection) -> str:
+    """The line of a run that is not the whole shipped catalogue."""
+    if not selection.shipped:
+        return f"{_runs(selection.selected)} of cases outside the shipped catalogue: " \
+               "no certification verdict"
+    return f"{selection.selected} of {_runs(selection.total)} selected: " \
+           "no certification verdict"
+
+
 def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *, strict: bool = False,
-            client: bool = False) -> Certification:
+            client: bool = False, catalogue: Selection | None = None) -> Certification:
     """The verdict on `runs` (CaseResults, or the `cases` of a JSON report); `client`: the
-    runs judged a client library."""
+    runs judged a client library; `catalogue`: what they are of the catalogue the run
+    loaded (None: unknown, the runs alone decide, as for a report that predates it)."""
     versions: set[str] = set()
     must_ran = must_failed = declared = should = errors = 0
     for version, outcome, must, musts, should_broke in map(_read, runs):
@@ -101,7 +120,9 @@ def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *, strict: bool = Fa
     ungraded = f"{_runs(errors)} could not be graded"
     party = " as a client" if client else ""
     conforms: bool | None
-    if must_failed:
+    if catalogue is not None and not catalogue.whole:
+        conforms, text = None, uncertified(catalogue)
+    elif must_failed:
         conforms = False
         text = f"does not conform{party}: {_runs(must_failed, 'MUST')} failed"
         if declared == must_failed == 1:
@@ -120,11 +141,16 @@ def certify(runs: Iterable[CaseResult | Mapping[str, Any]], *, strict: bool = Fa
         text = f"conforms to {_versions(versions)}{party}: every MUST passed"
         if should:
             text += f", {should} SHOULD not met"
-    return Certification(strict, conforms, text, must_failed, declared, should, errors)
+    return Certification(strict, conforms, text, must_failed, declared, should, errors,
+                         catalogue)
 
 
 def report_certification(report: Mapping[str, Any]) -> Certification:
     """The verdict of a JSON report (a live one or a saved one, which may predate the
-    `certification` field), from its cases, so that no format can say something else."""
-    strict = bool(report.get("certification", {}).get("strict", False))
-    return certify(report["cases"], strict=strict, client="client" in report)
+    `certification` field or its `catalogue`), from its cases and catalogue, so that no
+    format can say something else."""
+    recorded = report.get("certification", {})
+    catalogue = recorded.get("catalogue")
+    return certify(report["cases"], strict=bool(recorded.get("strict", False)),
+                   client="client" in report,
+                   catalogue=None if catalogue is None else Selection.from_json(catalogue))

@@ -10,6 +10,7 @@ from typing import Any
 
 from conformance.report.rendering import show_hidden
 from conformance.report.verdict import report_certification
+from conformance.scenario.catalogue import short
 from conformance.scenario.model import TRANSPORT_NAMES
 from conformance.spec import catalogue
 
@@ -129,6 +130,19 @@ def verdict(report: dict[str, Any]) -> tuple[str, str]:
     certification = report_certification(report)
     colour = {True: "passed", False: "failed", None: "error"}[certification.conforms]
     return colour, certification.text
+
+
+def catalogue_line(report: dict[str, Any]) -> str | None:
+    """'the shipped catalogue of 0.1.0 (sha256:1a2b3c4d5e6f): 17 of 253 case runs
+    selected': what the verdict was given on; None for a report that predates the record."""
+    recorded = report.get("certification", {}).get("catalogue")
+    if recorded is None:
+        return None
+    which = f"the shipped catalogue of {recorded['version']}" if recorded["shipped"] else \
+        f"cases outside the shipped catalogue of {recorded['version']}"
+    runs = f"all {recorded['total']} case runs" if recorded["whole"] else \
+        f"{recorded['selected']} of {recorded['total']} case runs selected"
+    return f"{which} ({short(recorded['digest'])}): {runs}"
 
 
 @dataclass(frozen=True, slots=True)

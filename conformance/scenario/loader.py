@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from conformance.scenario.catalogue import Catalogue, digest
 from conformance.scenario.model import (
     BUILTIN_VARIABLES,
     CLIENT_FOLDER,
@@ -79,12 +80,23 @@ def _line(lines: dict[Path_, int], path: Iterable[str | int]) -> int | None:
     return lines.get(parts)
 
 
-def load_file(file: Path, *, client: bool = False) -> list[Case]:
-    """The cases of one file: broker cases, or client cases if `client`."""
+def _read(file: Path) -> tuple[bytes, str]:
+    """A case file's octets (for the catalogue's digest) and its text, line ends read as
+    `Path.read_text` reads them."""
     try:
-        text = file.read_text(encoding="utf-8")
+        data = file.read_bytes()
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise CaseLoadError(file, None, f"cannot read: {error}") from None
+    return data, text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def load_file(file: Path, *, client: bool = False) -> list[Case]:
+    """The cases of one file: broker cases, or client cases if `client`."""
+    return _parse(file, _read(file)[1], client=client)
+
+
+def _parse(file: Path, text: str, *, client: bool) -> list[Case]:
     loader = YAML_LOADER(text)  # one parse: the nodes give line numbers, then the data
     try:
         node = loader.get_single_node()
@@ -218,32 +230,47 @@ def is_client_file(file: Path, root: Path) -> bool:
     return CLIENT_FOLDER in parts
 
 
+def _named_files(paths: Iterable[Path], *, client: bool) -> Iterator[tuple[str, Path]]:
+    """Each YAML file of `paths` with its name relative to the path given (a file given
+    alone: its name), which the catalogue's digest covers."""
+    for path in paths:
+        if path.is_dir():
+            yield from sorted((p.relative_to(path).as_posix(), p) for p in path.rglob("*")
+                              if p.suffix in (".yaml", ".yml")
+                              and is_client_file(p, path) == client)
+        elif path.exists():
+            yield path.name, path
+        else:
+            raise CaseLoadError(path, None, "no such file or folder")
+
+
 def case_files(paths: Iterable[Path], *, client: bool = False) -> list[Path]:
     """The YAML files of `paths`: a file as given, a folder's files of the kind asked for
     (client cases: those under a folder named `clients`, the folder itself included)."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")
-                            and is_client_file(p, path) == client)
-        elif path.exists():
-            found.append(path)
-        else:
-            raise CaseLoadError(path, None, "no such file or folder")
-    return found
+    return [file for _, file in _named_files(paths, client=client)]
 
 
-def load_cases(paths: Iterable[Path], *, client: bool = False) -> list[Case]:
-    """Every case under `paths` (files or folders), in a stable order; ids are unique.
-    `client`: the client cases there, not the broker cases."""
+def load_catalogue(paths: Iterable[Path], *, client: bool = False,
+                   shipped: bool = False) -> Catalogue:
+    """Every case under `paths` (files or folders), in a stable order (ids are unique),
+    with the digest of the files read; `client`: the client cases there, not the broker
+    cases; `shipped`: `paths` are the shipped catalogue."""
     cases: list[Case] = []
     seen: dict[str, Case] = {}
-    for file in case_files(paths, client=client):
-        for case in load_file(file, client=client):
+    read: list[tuple[str, bytes]] = []
+    for name, file in _named_files(paths, client=client):
+        data, text = _read(file)
+        read.append((name, data))
+        for case in _parse(file, text, client=client):
             if case.id in seen:
                 first = seen[case.id]
                 raise CaseLoadError(file, case.line, f"case id {case.id!r} is already used at "
                                     f"{first.file}:{first.line}")
             seen[case.id] = case
             cases.append(case)
-    return sorted(cases, key=lambda c: c.id)
+    return Catalogue(tuple(sorted(cases, key=lambda c: c.id)), digest(read), shipped)
+
+
+def load_cases(paths: Iterable[Path], *, client: bool = False) -> list[Case]:
+    """The cases of load_catalogue alone."""
+    return list(load_catalogue(paths, client=client).cases)
