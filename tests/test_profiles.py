@@ -32,7 +32,8 @@ def test_an_extension_replaces_keys_and_joins_deviations(tmp_path: Path) -> None
     path = tmp_path / "mine.yaml"
     path.write_text("name: mine\nextends: rabbitmq\nhost: other\n"
                     "capabilities: {nack: false}\n"
-                    "deviations:\n  frames.unknown-command: {observed: o, reason: r}\n")
+                    "deviations:\n  frames.unknown-command: {observed: o, reason: r, "
+                    "statement: frames.command-grammar}\n")
     mine, base = load_profile(str(path)), load_profile("rabbitmq")
     assert (mine.name, mine.host, mine.login) == ("mine", "other", base.login)
     assert not mine.supports("nack") and mine.supports("transactions")

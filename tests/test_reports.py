@@ -183,8 +183,7 @@ def test_json_report_has_the_documented_shape(target: Target) -> None:
     assert summary["total"] == 8 and summary["duration_s"] == 1.235
     assert summary["outcomes"]["failed"] == 1 and summary["outcomes"]["skipped"] == 1
     assert summary["versions"] == {
-        "1.0": {"must": {"passed": 0, "total": 0}},
-        "1.1": {"must": {"passed": 0, "total": 0}},
+        "1.0": {}, "1.1": {},  # nothing graded: nothing counted
         "1.2": {"must": {"passed": 1, "total": 4}, "should": {"passed": 0, "total": 1},
                 "may": {"passed": 0, "total": 1}},
     }

@@ -261,6 +261,7 @@ name: tiny
 deviations:
   receipts.send-gets-receipt:
     observed: no RECEIPT
+    statement: receipt.receipt-id-required
     reason: the tiny broker drops receipts
 """
 

@@ -66,10 +66,10 @@ class Case:
 
     def at_stake(self, version: str, named: Sequence[str] = ()) -> tuple[str, ...]:
         """The statements a check speaks for at `version`: those a step names, else the
-        case's, each only where it is part of that version (the loader makes sure at least
-        one is)."""
+        case's, each only where it is part of that version (all of them where none is)."""
         known = catalogue()
-        return tuple(s for s in named or self.statements if version in known[s].versions)
+        given = named or self.statements
+        return tuple(s for s in given if version in known[s].versions) or tuple(given)
 
     def level_at(self, version: str, named: Sequence[str] = ()) -> str:
         """How a failed check is graded at `version`: the strongest of the statements at
