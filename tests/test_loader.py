@@ -104,7 +104,7 @@ def test_a_step_names_the_statements_it_checks_and_is_graded_by_them_per_version
     (GOOD.replace("    - raw:", "    - expect: {headers: {x: {regex: '\\\\Qa('}}}\n    - raw:"), 8,
      "bad regex"),
     (GOOD.replace("    - connect: {}", "    - connect: {}\n      statements: [error.must-close]"),
-     7, "'error.must-close', not a statement of its case"),
+     7, "unknown statement 'error.must-close'"),
     (GOOD.replace("    - connect: {}", "    - connect: {}\n      send: {command: X}"), 7,
      "has too many properties"),
 ])

@@ -12,7 +12,7 @@ from typing import Any
 
 from conformance.codec import Frame
 from conformance.profiles import Profile
-from conformance.runner.judge import Broken, Judged, StepFailed, judge, outcome
+from conformance.runner.judge import Broken, Judged, StepFailed, graded_first, judge, outcome
 from conformance.runner.results import CaseResult, Outcome, Refusal
 from conformance.scenario import Case, Step
 from conformance.spec.grammar import HEART_BEAT
@@ -94,7 +94,8 @@ class RunningCase:
 
     def grade(self, outcome: Outcome, note: str) -> None:
         """The running step grades the case: for the statements it checks."""
-        self.grades.append(Broken(self.case.at_stake(self.version, self.named), outcome, note))
+        stake = graded_first(self.case.at_stake(self.version, self.named), outcome)
+        self.grades.append(Broken(stake, outcome, note))
 
     def judged(self, failure: StepFailed | None, profile: Profile | None, *,
                strict: bool = False) -> tuple[Outcome, dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from conformance.codec import Frame, validate_server_frame
 from conformance.profiles import Profile
-from conformance.runner.results import BROKEN, Outcome, worst
+from conformance.runner.results import BROKEN, LEVEL_OF, Outcome, worst
 from conformance.scenario import Case
 from conformance.spec import catalogue, rule_of
 from conformance.wire.connection import Connection
@@ -90,6 +90,14 @@ class Broken:
                 "grade": self.grade.value, "declared": bool(self.declared)}
 
 
+def graded_first(statements: tuple[str, ...], grade: Outcome) -> tuple[str, ...]:
+    """`statements` with those of the level `grade` stands for first: a check that an
+    alternative grades non-strict is reported against the SHOULD it checks."""
+    level = LEVEL_OF.get(grade)
+    known = catalogue()
+    return tuple(sorted(statements, key=lambda s: known[s].level.strength != level))
+
+
 def outcome(case: Case, version: str, named: tuple[str, ...], grades: list[Broken],
             found: list[Judged], failure: StepFailed | None, step_line: int,
             profile: Profile | None = None, *,
@@ -105,8 +113,8 @@ def outcome(case: Case, version: str, named: tuple[str, ...], grades: list[Broke
     fields: dict[str, Any] = {"step_line": step_line,
                               "violations": [judged.text for judged in found]}
     if failure is not None:
-        stake = failure.statements or case.at_stake(version, named)
         grade = failure.grade or BROKEN[case.level_at(version, failure.statements or named)]
+        stake = graded_first(failure.statements or case.at_stake(version, named), grade)
         message = f"line {step_line}: expected {failure.expected}; observed {failure.observed}"
         checks.insert(0, Broken(stake, grade, message))
         fields.update(expected=failure.expected, observed=failure.observed)

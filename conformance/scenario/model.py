@@ -80,10 +80,12 @@ class Case:
         return strongest([known[s].level.strength for s in self.at_stake(version, named)])
 
     def levels_at(self, version: str) -> tuple[str, ...]:
-        """The levels of the statements at stake at `version`, each once, strongest first:
-        a run counts toward each level's score."""
+        """The levels of the statements at stake at `version` (the case's and its steps'),
+        each once, strongest first: a run counts toward each level's score."""
         known = catalogue()
+        named = [s for step in self.steps for s in step.statements]
         found = {known[s].level.strength for s in self.at_stake(version)}
+        found |= {known[s].level.strength for s in named if version in known[s].versions}
         found.add(self.level_at(version))
         return tuple(level for level in STRENGTHS if level in found)
 
