@@ -27,6 +27,9 @@ class Answer:
     version: str | None = None
     parser_version: str | None = None
     refused: str = ""
+    #: the statement of the client's that the refused CONNECT breaks ('' for the broker's
+    #: own choices: a host it does not serve, credentials)
+    breaks: str = ""
     frames: list[Frame] = field(default_factory=list)
     close: bool = False
     connected: bool = False
@@ -66,7 +69,7 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
     version = (common[0] if faults.wrong_version else common[-1]) if common else "1.2"
     # no-unescaping: a 1.0 parser leaves escapes in header values as they came
     done = Answer(version=version, parser_version="1.0" if faults.no_unescaping else version)
-    done.refused = _refusal(config, frame, version)
+    done.refused, done.breaks = _refusal(config, frame, version)
     if done.refused:
         return done
     headers = [("version", version)] if version != "1.0" and not faults.no_version_header \
@@ -89,23 +92,26 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
     return done
 
 
-def _refusal(config: BrokerConfig, frame: Frame, version: str) -> str:
-    """Why the broker turns this CONNECT down (its host or its credentials), or ''."""
+def _refusal(config: BrokerConfig, frame: Frame, version: str) -> tuple[str, str]:
+    """Why the broker turns this CONNECT down (its host or its credentials), or '', and the
+    client's statement that breaks."""
     host = frame.get("host")
     if host is None and version != "1.0":
-        return f"CONNECT without the host header STOMP {version} requires"
+        return f"CONNECT without the host header STOMP {version} requires", \
+            "connect.required-headers"
     # 1.0 has no host header: a 1.0 CONNECT without one is served as the default host
     if config.vhosts is not None and host is not None and host not in config.vhosts \
             and config.unknown_vhost == "reject":
-        return f"unknown virtual host {host!r}: this broker serves {', '.join(config.vhosts)}"
+        return f"unknown virtual host {host!r}: this broker serves " \
+            f"{', '.join(config.vhosts)}", ""
     users, login = config.users, frame.get("login")
     if users is None or (login is None and version == "1.0" and config.v10_anonymous):
-        return ""
+        return "", ""
     if login is None:
-        return "access refused: CONNECT without login"
+        return "access refused: CONNECT without login", ""
     if users.get(login) != frame.get("passcode"):
-        return "access refused: unknown login or wrong passcode"
-    return ""
+        return "access refused: unknown login or wrong passcode", ""
+    return "", ""
 
 
 def _negotiate_heartbeats(config: BrokerConfig, faults: Faults, frame: Frame,
@@ -117,6 +123,7 @@ def _negotiate_heartbeats(config: BrokerConfig, faults: Faults, frame: Frame,
     match = HEART_BEAT.match(value)
     if match is None:
         done.refused = f"heart-beat {value[:40]!r} is not two integers"
+        done.breaks = "heart-beating.header-format"
         return
     cx, cy = int(match.group(1)), int(match.group(2))
     sx, sy = config.heartbeat

@@ -107,7 +107,8 @@ async def step_handshake(run: ClientRun, args: dict[str, Any] | None) -> None:
         await conn.send(frame_bytes(error_frame(said.refused, event, "", NO_FAULTS),
                                     conn.version, NO_FAULTS))
         raise StepFailed(f"a CONNECT a STOMP {run.version} broker serves",
-                         f"one it refuses: {said.refused}")
+                         f"one it refuses: {said.refused}",
+                         statements=(said.breaks,) if said.breaks else ())
     for frame in said.frames:
         if offered == "none":
             frame = frame.replace(headers=[h for h in frame.headers if h[0] != "heart-beat"])
