@@ -41,7 +41,7 @@ capabilities:
 deviations:
   clients.send.nul-body:
     observed: a SEND with a NUL in its body and no content-length
-    statement: content-length.required-with-nul
+    statement: [content-length.required-with-nul, content-length.should-include]
     reason: the library leaves content-length to the application
 """
 

@@ -103,7 +103,7 @@ class Deviation:
     observed: str
     reason: str
     #: the statements it breaks: it excuses a failed check that speaks for one of them
-    statements: tuple[str, ...] = ()
+    statements: tuple[str, ...]
     link: str = ""
     #: seen in some runs only: a run where the case passes does not make the entry stale
     intermittent: bool = False
