@@ -12,7 +12,15 @@ from typing import Any
 
 from conformance.codec import Frame
 from conformance.profiles import Profile
-from conformance.runner.judge import Broken, Judged, StepFailed, graded_first, judge, outcome
+from conformance.runner.judge import (
+    MAX_FOUND,
+    Broken,
+    Judged,
+    StepFailed,
+    graded_first,
+    judge,
+    outcome,
+)
 from conformance.runner.results import CaseResult, Outcome, Refusal
 from conformance.scenario import Case, Step
 from conformance.spec.grammar import HEART_BEAT
@@ -23,9 +31,9 @@ from conformance.wire.transcript import Record, Transcript
 
 VARIABLE = re.compile(r"\$\{([^}]*)\}")
 #: At a case's end, how long a connection is read for frames still on their way (each
-#: frame restarts the wait), and at most for how long: a peer that keeps talking cannot
-#: hold the case.
-DRAIN_QUIET, DRAIN_MOST = 0.05, 1.0
+#: frame restarts the wait), and at most for how long: a peer that keeps talking (a flood)
+#: cannot hold the case.
+DRAIN_QUIET, DRAIN_MOST = 0.05, 0.25
 
 
 class CaseError(Exception):
@@ -110,7 +118,7 @@ class RunningCase:
         `connections` and those arriving until one is quiet for DRAIN_QUIET seconds."""
         async def read(conn: Connection) -> None:
             stop = time.monotonic() + DRAIN_MOST
-            while (left := stop - time.monotonic()) > 0:
+            while (left := stop - time.monotonic()) > 0 and len(self.found) < MAX_FOUND:
                 event = await conn.next_event(min(DRAIN_QUIET, left))
                 if not isinstance(event, Frame):
                     return
