@@ -295,6 +295,11 @@ async def step_expect_heartbeats(run: ClientRun, args: dict[str, Any] | None) ->
                          f"{beats} heart-beat EOLs, {silence_seen(silence, late)}")
 
 
+#: A silence before the client's close of more than this many intervals means the harness
+#: sent its EOL late (it sends one every interval), not that the client was intolerant.
+HARNESS_LATE = 1.2
+
+
 async def step_send_heartbeats(run: ClientRun, args: dict[str, Any] | None) -> None:
     """An EOL to the client every MAX(sx, cy) ms, the interval of the CONNECTED the case
     sent and the client's CONNECT, for `intervals` of them: the client must keep the
@@ -307,21 +312,28 @@ async def step_send_heartbeats(run: ClientRun, args: dict[str, Any] | None) -> N
                   f"CONNECT asked cy={cy}")
         return
     every = max(sx, cy) / 1000
-    stop = time.monotonic() + min(every * (args or {}).get("intervals", 4),
-                                  MAX_HEARTBEAT_WINDOW)
+    start = time.monotonic()
+    stop = start + min(every * (args or {}).get("intervals", 4), MAX_HEARTBEAT_WINDOW)
     sent: list[float] = []
     while time.monotonic() < stop and conn.closed is None:
         sent.append(run.clock())
         await conn.send(b"\n")
-        await asyncio.sleep(every)
+        # each EOL due on the interval's beat from the start: a late one makes no drift
+        await asyncio.sleep(max(0.0, start + len(sent) * every - time.monotonic()))
     if conn.closed is None:
         return
     # what the client had surely read before it closed: EOLs sent well before the close
     before = [t for t in sent if t < conn.closed.at - 0.05]
     silence = (conn.closed.at - before[-1]) * 1000 if before else every * 1000
-    raise StepFailed(f"the connection kept while an EOL comes every {every * 1000:g} ms",
-                     f"the client closed it {silence:.0f} ms after an EOL",
-                     grade=broken("heart-beating.negotiated-interval")
+    expected = f"the connection kept while an EOL comes every {every * 1000:g} ms"
+    observed = f"the client closed it {silence:.0f} ms after an EOL"
+    if silence > every * 1000 * HARNESS_LATE:
+        # the harness's next EOL was that late: the client saw more than an interval of
+        # silence, and its close says nothing of its tolerance
+        run.grade(Outcome.INFORMATIONAL, f"no verdict: {observed}, the harness's next EOL "
+                  f"{silence - every * 1000:.0f} ms late")
+        return
+    raise StepFailed(expected, observed, grade=broken("heart-beating.negotiated-interval")
                      if silence < every * 900 else broken("heart-beating.tolerance"))
 
 
