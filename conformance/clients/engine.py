@@ -16,7 +16,7 @@ from conformance.clients.driver_process import DriverError
 from conformance.clients.run import ClientRun, Unsupported
 from conformance.clients.steps import STEPS
 from conformance.profiles import Profile
-from conformance.runner.case_run import CaseError
+from conformance.runner.case_run import CaseDecided, CaseError
 from conformance.runner.judge import StepFailed
 from conformance.runner.results import CaseResult, Outcome
 from conformance.scenario import Case
@@ -55,7 +55,7 @@ async def execute(run: ClientRun) -> None:
         for step in run.case.steps:
             run.step = step
             await STEPS[step.kind](run, step.args)
-    except StepFailed:
+    except (CaseDecided, StepFailed):
         await _drain(run)
         raise
     await _drain(run)
@@ -100,6 +100,8 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
     try:
         async with asyncio.timeout(case.timeout or timeout):
             await execute(run)
+    except CaseDecided:  # graded by the step that ended it
+        pass
     except StepFailed as failed:
         failure = failed
         unsupported = await said_unsupported(run)

@@ -18,7 +18,7 @@ from conformance.broker.faults import Faults
 from conformance.broker.outgoing import error_frame, frame_bytes
 from conformance.clients.run import ClientRun, event_body, event_headers
 from conformance.codec import Frame, LocalProtocolError, encode
-from conformance.runner.case_run import CaseError, heart_beat_pair
+from conformance.runner.case_run import CaseDecided, CaseError, heart_beat_pair
 from conformance.runner.judge import StepFailed, broken
 from conformance.runner.results import Outcome
 from conformance.runner.steps.expectations import (
@@ -332,7 +332,7 @@ async def step_send_heartbeats(run: ClientRun, args: dict[str, Any] | None) -> N
         # silence, and its close says nothing of its tolerance
         run.grade(Outcome.INFORMATIONAL, f"no verdict: {observed}, the harness's next EOL "
                   f"{silence - every * 1000:.0f} ms late")
-        return
+        raise CaseDecided  # the connection is gone: nothing after this step can be checked
     raise StepFailed(expected, observed, grade=broken("heart-beating.negotiated-interval")
                      if silence < every * 900 else broken("heart-beating.tolerance"))
 
