@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.runner.results import CaseResult, Outcome, scores
+from conformance.runner.results import CaseResult, Outcome, checks, scores
 from conformance.scenario import Selection
 
 #: Outcomes of case runs that did not run: nothing graded, no version spoken.
@@ -54,14 +54,9 @@ def _read(run: CaseResult | Mapping[str, Any]) -> tuple[str, Outcome, bool, list
     """(version, outcome, whether a MUST was at stake, whether each broken MUST was
     declared, whether a SHOULD broke) of a result or a report's case. A saved report older
     than the checks a case broke counts the case's level for what broke."""
-    if isinstance(run, CaseResult):
-        version, outcome, level = run.version, run.outcome, run.level
-        broken: Any = run.broken if run.levels else None
-        deviation = bool(run.deviation)
-    else:
-        version, outcome, level = run["version"], Outcome(run["outcome"]), run["level"]
-        broken = run.get("broken") if run.get("levels") else None
-        deviation = bool(run.get("deviation"))
+    version = run.version if isinstance(run, CaseResult) else run["version"]
+    deviation = bool(run.deviation if isinstance(run, CaseResult) else run.get("deviation"))
+    outcome, level, _, broken = checks(run)
     must = "must" in scores(run)
     if broken is None:
         failed = outcome == Outcome.FAILED or (outcome == Outcome.KNOWN_DEVIATION

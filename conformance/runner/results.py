@@ -112,22 +112,29 @@ class CaseResult:
 LEVEL_OF = {grade: level for level, grade in BROKEN.items()}
 
 
+def checks(run: CaseResult | Mapping[str, Any]
+           ) -> tuple[Outcome, str, tuple[str, ...], list[dict[str, Any]] | None]:
+    """(outcome, level, levels at stake, broken checks) of a result or a JSON report's
+    case; None for the broken checks of a saved report older than them."""
+    broken: list[dict[str, Any]] | None
+    if isinstance(run, CaseResult):
+        outcome, level, levels, broken = run.outcome, run.level, run.levels, run.broken
+    else:
+        outcome, level = Outcome(run["outcome"]), run["level"]
+        levels, broken = tuple(run.get("levels", ())), run.get("broken")
+    return outcome, level, levels, broken if levels else None
+
+
 def scores(run: CaseResult | Mapping[str, Any]) -> dict[str, bool]:
     """The levels a run (a result, or a JSON report's case) counts toward, and whether it
     passed at each: a level passes where nothing of it or stronger broke. A run counts
     toward the levels of its statements at stake and of what it broke; one that was not
     graded toward none, an error passes none. A saved report older than `levels` counts
     its case's level."""
-    broken: list[dict[str, Any]] | None
-    if isinstance(run, CaseResult):
-        outcome, levels, broken = run.outcome, run.levels, run.broken
-    else:
-        outcome = Outcome(run["outcome"])
-        levels, broken = tuple(run.get("levels", ())), run.get("broken")
+    outcome, level, levels, broken = checks(run)
     if outcome in (Outcome.SKIPPED, Outcome.UNSUPPORTED):
         return {}
-    if broken is None or not levels:  # before scores per level
-        level = run.level if isinstance(run, CaseResult) else run["level"]
+    if broken is None:  # before scores per level
         return {level: outcome == Outcome.PASSED}
     grades = (Outcome(b["grade"]) for b in broken)
     hit = [STRENGTHS.index(LEVEL_OF[grade]) for grade in grades if grade in LEVEL_OF]
