@@ -252,11 +252,12 @@ def test_every_fault_names_a_statement_of_the_catalogue() -> None:
 
 
 def test_the_faults_value_has_one_switch_per_fault_name() -> None:
-    switches = {f.name for f in dataclasses.fields(Faults)} - {"active"}
+    switches = {f.name for f in dataclasses.fields(Faults) if f.init}
     assert switches == {name.replace("-", "_") for name in FAULTS}
-    assert not Faults.of(()).active and not Faults().no_ack_header
+    assert not Faults.of(()).bends_messages and not Faults().no_ack_header
     some = Faults.of(["no-ack-header", "no-1-0-fallback"])
-    assert some.active and some.no_ack_header and some.no_1_0_fallback
+    assert some.bends_messages and some.no_ack_header and some.no_1_0_fallback
+    assert not some.bends_incoming and not some.bends_ws_messages
     assert not some.drop_receipts
     with pytest.raises(ValueError, match="unknown fault nope"):
         Faults.of(["no-ack-header", "nope"])

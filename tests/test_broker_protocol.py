@@ -14,7 +14,7 @@ from helpers import bytewise
 
 from conformance.broker import BrokerConfig
 from conformance.broker.destinations import Message, Store, Subscription
-from conformance.broker.faults import Faults
+from conformance.broker.faults import FAULTS, WEBSOCKET_FAULTS, Faults
 from conformance.broker.protocol import Action, BrokerProtocol, Close, Heartbeats, Send
 from conformance.codec import Frame, Parser, encode
 from conformance.spec.grammar import Version
@@ -492,3 +492,33 @@ def test_a_destination_is_dropped_once_it_holds_nothing() -> None:
     assert shared.held > 0
     peer.protocol.end()
     assert (list(shared.destinations), shared.held) == ([], 0)
+
+
+#: the faults that change what the exchange below delivers: the MESSAGE frame's own
+#: faults, those that read SEND otherwise, and those that negotiate another version
+BENDS_THE_EXCHANGE = {
+    "no-ack-header", "no-message-id", "no-subscription-header", "no-destination-header",
+    "drop-user-headers", "no-escaping", "escape-v10", "no-content-length",
+    "trim-headers", "last-header-wins", "no-unescaping", "ignore-content-length",
+    "ignore-accept-version", "no-1-0-fallback"}
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.2"])
+def test_a_fault_switch_changes_only_the_behaviour_its_statement_names(version: Version) -> None:
+    """Every other fault leaves a MESSAGE's octets as they are without faults, the 1.0
+    subscriber's header that 1.0 cannot carry (a line break) left out as before."""
+    def delivered(faults: Faults) -> bytes:
+        shared = store()
+        sub, pub = Peer(shared, "s", faults=faults), Peer(shared, "p", faults=faults)
+        sub.connect(version)
+        sub.send(frame("SUBSCRIBE", id="s1", destination="/queue/q", ack="client"))
+        pub.connect()
+        pub.send(Frame("SEND", [("destination", "/queue/q"), ("x-note", "two\nlines"),
+                                ("x-k", " v "), ("x-k", "second")], b"a\0b\r\n"))
+        return sub.wire[sub.wire.index(b"MESSAGE"):]
+
+    clean = delivered(Faults())
+    assert (b"x-note" in clean) == (version != "1.0") and b"x-k: v \n" in clean
+    bent = [name for name in sorted(set(FAULTS) - WEBSOCKET_FAULTS - BENDS_THE_EXCHANGE)
+            if delivered(Faults.of([name])) != clean]
+    assert not bent, f"faults that change a MESSAGE their statement says nothing of: {bent}"

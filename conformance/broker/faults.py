@@ -120,6 +120,15 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
                                  "when the client offered no subprotocol or other ones"),
 }
 
+#: the switches (Faults fields) behind each `bends_*` flag of Faults
+_BENDS: Final[dict[str, tuple[str, ...]]] = {
+    "bends_incoming": ("trim_headers", "last_header_wins", "refuse_body_v10"),
+    "bends_messages": ("no_ack_header", "no_message_id", "no_subscription_header",
+                       "no_destination_header", "drop_user_headers", "no_escaping",
+                       "escape_v10", "no_content_length"),
+    "bends_ws_messages": ("ws_binary_as_text", "ws_message_is_frame", "ws_first_frame_only"),
+}
+
 #: the faults of the WebSocket upgrade and framing layer: no case over TCP can see them
 WEBSOCKET_FAULTS: Final[frozenset[str]] = frozenset(n for n in FAULTS if n.startswith("ws-"))
 
@@ -180,12 +189,18 @@ class Faults:
     ws_text_as_latin1: bool = False
     ws_version_outside_subprotocol: bool = False
     ws_subprotocol_unoffered: bool = False
-    #: any switch on (the paths no fault bends are taken when it is False)
-    active: bool = field(default=False, init=False)
+    #: a switch on that bends frames as they arrive (protocol.py `_fault_first`)
+    bends_incoming: bool = field(default=False, init=False)
+    #: a switch on that bends MESSAGE frames (off: the pre-encoded path of outgoing.py)
+    bends_messages: bool = field(default=False, init=False)
+    #: a switch on that bends whole WebSocket messages as they arrive (websocket.py)
+    bends_ws_messages: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "active", any(
-            getattr(self, name.replace("-", "_")) for name in FAULTS))
+        # each code path a fault bends is taken only when one of its own faults is on: a
+        # switch changes nothing but the behaviour its statement names
+        for flag, names in _BENDS.items():
+            object.__setattr__(self, flag, any(getattr(self, name) for name in names))
 
     @classmethod
     def of(cls, names: Iterable[str]) -> Faults:

@@ -26,12 +26,13 @@ def frame_bytes(frame: Frame, version: str, faults: Faults) -> bytes:
         return encode(frame, version=version,  # type: ignore[arg-type]
                       content_length=False if no_length else None)
     except LocalProtocolError:
-        if not faults.active:  # a 1.0 subscriber of a header it cannot carry: leave it out
-            return encode(frame.replace(headers=[(k, v) for k, v in frame.headers
-                                                 if "\n" not in k + v and ":" not in k]),
-                          version=version)  # type: ignore[arg-type]
-        # a fault asked for what the encoder refuses: write it as it is, its headers still
-        # escaped unless that is the fault (a fault breaks its one statement, no other)
+        if version == "1.0" and not faults.no_escaping:  # a header 1.0 cannot carry: left out
+            frame = frame.replace(headers=[(k, v) for k, v in frame.headers
+                                           if "\n" not in k + v and ":" not in k])
+            if not no_length:
+                return encode(frame, version=version)  # type: ignore[arg-type]
+        # a fault asked for what the encoder refuses (no content-length before a NUL, or
+        # no escaping): write it as it is, breaking that fault's statement and no other
         return encode_raw(frame.command, _header_lines(frame, version, faults), frame.body,
                           content_length=len(frame.body) if frame.body and not no_length
                           else None)

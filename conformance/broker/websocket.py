@@ -86,7 +86,7 @@ class WebSocketStream:
                 else:
                     data = event.data.encode("utf-8") if isinstance(event.data, str) \
                         else bytes(event.data)
-                if self._faults.active:
+                if self._faults.bends_ws_messages:
                     self._message += data
                     if not event.message_finished:
                         continue
