@@ -90,6 +90,23 @@ def test_each_fault_kills_the_cases_tagged_with_it(
         assert SEVERITY[Outcome(row[case])] > SEVERITY[Outcome.PASSED], case
 
 
+def test_a_handshake_defect_is_graded_where_checked_and_served_elsewhere() -> None:
+    """A CONNECT without host fails the case that checks it; a case about another rule
+    serves it (a lenient handshake, named) and grades the rest: one defect hides nothing."""
+    picked = [c for c in CASES if c.id in ("clients.connect.required-headers",
+                                           "clients.send.required-headers")]
+    results = {(r.id, r.version): r for r in run(picked, f"{REFERENCE_DRIVER} --fault no-host")}
+    checked = results["clients.connect.required-headers", "1.2"]
+    assert checked.outcome == Outcome.FAILED and checked.statement == "connect.required-headers"
+    served = results["clients.send.required-headers", "1.2"]
+    assert served.outcome == Outcome.PASSED, served.message
+    assert "lenient handshake" in served.message and "connect.required-headers" in served.message
+    # the rest is still judged: a SEND without destination fails the served case
+    (bad,) = run([c for c in picked if c.id == "clients.send.required-headers"],
+                 f"{REFERENCE_DRIVER} --fault no-host --fault send-destination-capitalized")[-1:]
+    assert bad.outcome == Outcome.FAILED and "lenient handshake" in bad.message
+
+
 def one_line_error(results: list[CaseResult]) -> str:
     (result,) = results
     assert result.outcome == Outcome.ERROR

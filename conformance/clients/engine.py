@@ -128,6 +128,8 @@ async def run_client_case(case: Case, version: str, driver: str, *, timeout: flo
     if error:
         return run.result(Outcome.ERROR, message=error[:300], **found)
     outcome, fields = run.judged(failure, profile, strict=strict)
+    if run.lenient:  # named beside the verdict: the case graded what came after it
+        fields["message"] = "; ".join(m for m in (fields.get("message"), run.lenient) if m)
     return run.result(outcome, **fields)
 
 
