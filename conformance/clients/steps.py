@@ -21,7 +21,6 @@ from conformance.codec import Frame, LocalProtocolError, encode
 from conformance.runner.case_run import CaseDecided, CaseError, heart_beat_pair
 from conformance.runner.judge import StepFailed, broken
 from conformance.runner.results import Outcome
-from conformance.spec import rule_of
 from conformance.runner.steps.expectations import (
     DEFAULT_WITHIN,
     capture,
@@ -31,6 +30,7 @@ from conformance.runner.steps.expectations import (
     show_matcher,
 )
 from conformance.runner.steps.heartbeats import silence_seen, watch
+from conformance.spec import rule_of
 from conformance.wire.connection import Closed, Received, describe
 from conformance.wire.websocket import WebSocketTransport
 
