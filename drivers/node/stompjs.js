@@ -19,8 +19,9 @@ let client = null;
 function connect(c) {
   const { scheme, host, port } = endpoint(c.url, ['tcp', 'ws']);
   const [cx, cy] = heartBeat(c);
+  // as its users run it: the credentials in connectHeaders, no host (stompjs adds none)
   const connectHeaders = {};
-  for (const name of ['host', 'login', 'passcode']) {
+  for (const name of ['login', 'passcode']) {
     if (c[name]) connectHeaders[name] = String(c[name]);
   }
   return new Promise((resolve, reject) => {

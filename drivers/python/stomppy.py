@@ -42,18 +42,17 @@ def connection(c: dict[str, Any]) -> Any:
     scheme, host, port, path = endpoint(str(c["url"]), ("tcp", "ws"))
     if version not in CONNECTIONS:
         raise Unsupported(f"STOMP {version}")
-    # 1.0 has neither heart-beats nor a host header
-    kwargs = {} if version == "1.0" else {"heartbeats": heart_beat(c), "vhost": c.get("host")}
+    # the library's defaults, as its users run it (no vhost, auto_decode on): only what the
+    # application chooses is set; 1.0 has no heart-beats
+    kwargs = {} if version == "1.0" else {"heartbeats": heart_beat(c)}
     if scheme == "tcp":
-        return CONNECTIONS[version]([(host, port)], auto_decode=False,
-                                    reconnect_attempts_max=1, **kwargs)
+        return CONNECTIONS[version]([(host, port)], reconnect_attempts_max=1, **kwargs)
     if version != "1.2":  # its WSStompConnection is a StompConnection12
         raise Unsupported(f"STOMP {version} over WebSocket (WSStompConnection speaks 1.2 only)")
     # WSStompConnection offers no STOMP subprotocol of its own (websocket-client's
     # create_connection is called without subprotocols): the driver offers v12.stomp
     # through its `header` argument, the handshake headers an application may add
-    return stomp.WSStompConnection([(host, port)], ws_path=path, auto_decode=False,
-                                   reconnect_attempts_max=1,
+    return stomp.WSStompConnection([(host, port)], ws_path=path, reconnect_attempts_max=1,
                                    header={"Sec-WebSocket-Protocol": "v12.stomp"}, **kwargs)
 
 
