@@ -114,6 +114,16 @@ def _refusal(config: BrokerConfig, frame: Frame, version: str) -> tuple[str, str
     return "", ""
 
 
+def mend(frame: Frame, breaks: str) -> Frame | None:
+    """The CONNECT `frame` with the client rule `breaks` (an Answer's) let pass: a host of
+    the broker's own, no heart-beat header; None for a refusal no leniency serves."""
+    if breaks == "connect.required-headers":
+        return frame.replace(headers=[*frame.headers, ("host", "localhost")])
+    if breaks == "heart-beating.header-format":
+        return frame.replace(headers=[h for h in frame.headers if h[0] != "heart-beat"])
+    return None
+
+
 def _negotiate_heartbeats(config: BrokerConfig, faults: Faults, frame: Frame,
                           headers: list[tuple[str, str]], done: Answer) -> None:
     """Add CONNECTED's heart-beat header and set the intervals of `done` (1.1, 1.2), or set

@@ -68,9 +68,9 @@ class ClientRun(RunningCase):
         self._upgrading: set[asyncio.Task[Any]] = set()
         #: over WebSocket: the subprotocols the client offered and the one accepted
         self.upgrade: dict[str, Any] | None = None
-        #: the rule the client's CONNECT broke that the scripted broker let pass, for a
-        #: case that does not check it (its CONNECT served anyway; '' when none)
-        self.lenient = self.lenient_rule = ""
+        #: what the client's CONNECT broke that the scripted broker let pass, in a case
+        #: that does not check that rule (its CONNECT served anyway; '' when none)
+        self.lenient = ""
         self.conn: Connection | None = None
         self.driver: Driver | None = None
         #: the heart-beat headers of the CONNECT the client sent and the CONNECTED the
