@@ -17,6 +17,9 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "no-subscription-header": ("message.id-and-subscription-required",
                                "MESSAGE has no subscription header"),
     "no-destination-header": ("message.destination-required", "MESSAGE has no destination"),
+    "topic-message-without-subscription": (
+        "message.id-and-subscription-required",
+        "MESSAGE delivered from a topic has no subscription header (from a queue it has)"),
     "drop-user-headers": ("send.user-headers-passed",
                           "user headers of SEND are not passed on in MESSAGE"),
     "no-escaping": ("value-encoding.encode-escapes",
@@ -124,8 +127,8 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
 _BENDS: Final[dict[str, tuple[str, ...]]] = {
     "bends_incoming": ("trim_headers", "last_header_wins", "refuse_body_v10"),
     "bends_messages": ("no_ack_header", "no_message_id", "no_subscription_header",
-                       "no_destination_header", "drop_user_headers", "no_escaping",
-                       "escape_v10", "no_content_length"),
+                       "topic_message_without_subscription", "no_destination_header",
+                       "drop_user_headers", "no_escaping", "escape_v10", "no_content_length"),
     "bends_ws_messages": ("ws_binary_as_text", "ws_message_is_frame", "ws_first_frame_only"),
 }
 
@@ -141,6 +144,7 @@ class Faults:
     no_message_id: bool = False
     no_subscription_header: bool = False
     no_destination_header: bool = False
+    topic_message_without_subscription: bool = False
     drop_user_headers: bool = False
     no_escaping: bool = False
     accept_undefined_escape: bool = False
