@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from conformance.broker.destinations import is_topic
+
 #: fault name -> (the statement it breaks, what the broker then does)
 FAULTS: Final[dict[str, tuple[str, str]]] = {
     "no-ack-header": ("message.ack-required",
@@ -127,8 +129,8 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
 _BENDS: Final[dict[str, tuple[str, ...]]] = {
     "bends_incoming": ("trim_headers", "last_header_wins", "refuse_body_v10"),
     "bends_messages": ("no_ack_header", "no_message_id", "no_subscription_header",
-                       "topic_message_without_subscription", "no_destination_header",
-                       "drop_user_headers", "no_escaping", "escape_v10", "no_content_length"),
+                       "no_destination_header", "drop_user_headers", "no_escaping",
+                       "escape_v10", "no_content_length"),
     "bends_ws_messages": ("ws_binary_as_text", "ws_message_is_frame", "ws_first_frame_only"),
 }
 
@@ -199,6 +201,12 @@ class Faults:
     bends_messages: bool = field(default=False, init=False)
     #: a switch on that bends whole WebSocket messages as they arrive (websocket.py)
     bends_ws_messages: bool = field(default=False, init=False)
+
+    def bends_to(self, destination: str) -> bool:
+        """Whether a MESSAGE to a subscription of `destination` takes the path the faults
+        bend: a topic-only fault leaves a queue's MESSAGE on the pre-encoded path."""
+        return self.bends_messages or (self.topic_message_without_subscription
+                                       and is_topic(destination))
 
     def __post_init__(self) -> None:
         # each code path a fault bends is taken only when one of its own faults is on: a
