@@ -522,3 +522,22 @@ def test_a_fault_switch_changes_only_the_behaviour_its_statement_names(version: 
     bent = [name for name in sorted(set(FAULTS) - WEBSOCKET_FAULTS - BENDS_THE_EXCHANGE)
             if delivered(Faults.of([name])) != clean]
     assert not bent, f"faults that change a MESSAGE their statement says nothing of: {bent}"
+
+
+def test_a_topic_only_fault_bends_topic_messages_alone() -> None:
+    """topic-message-without-subscription: a MESSAGE from a topic lacks its subscription
+    header, one from a queue keeps its octets as without faults."""
+    def delivered(destination: str, faults: Faults) -> Frame:
+        shared = store()
+        sub, pub = Peer(shared, "s", faults=faults), Peer(shared, "p", faults=faults)
+        sub.connect("1.2")
+        sub.send(frame("SUBSCRIBE", id="s1", destination=destination, ack="client"))
+        pub.connect()
+        pub.send(frame("SEND", destination=destination))
+        return next(f for f in sub.received if f.command == "MESSAGE")
+
+    fault = Faults.of(["topic-message-without-subscription"])
+    assert delivered("/queue/q", fault) == delivered("/queue/q", Faults())
+    assert delivered("/topic/t", Faults()).get("subscription") == "s1"
+    bent = delivered("/topic/t", fault)
+    assert bent.get("subscription") is None and bent.get("ack") is not None

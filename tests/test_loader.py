@@ -219,3 +219,17 @@ def test_every_step_kind_of_the_schema_has_an_interpreter() -> None:
     from conformance.scenario.loader import schema
     kinds = set(schema()["$defs"]["step"]["properties"]) - {"statements"}  # beside a kind
     assert kinds == set(STEPS)
+
+
+def test_a_case_on_queues_and_topics_is_one_case_per_kind(tmp_path: Path) -> None:
+    """`destinations: [queue, topic]`: the queue run keeps the id, the topic run is
+    ID.topic, requires topics, and its ${queue} names a topic; none may require queues."""
+    both = GOOD.replace('versions: ["1.2"]', 'versions: ["1.2"]\n  destinations: [queue, topic]')
+    queue, topic = load_file(write(tmp_path, both))
+    assert (queue.id, queue.destination, queue.requires) == (
+        "escaping.undefined-escape-is-fatal", "queue", ())
+    assert (topic.id, topic.destination, topic.requires) == (
+        "escaping.undefined-escape-is-fatal.topic", "topic", ("topics",))
+    assert topic.steps == queue.steps and topic.title.endswith("(on a topic)")
+    with pytest.raises(CaseLoadError, match=r"case.yaml:5: .*cannot require queues"):
+        load_file(write(tmp_path, both.replace("  tags:", "  requires: [queues]\n  tags:")))

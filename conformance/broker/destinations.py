@@ -28,6 +28,11 @@ class Message:
     redelivered: bool = False
 
 
+def is_topic(name: str) -> bool:
+    """Whether destination `name` is a topic (every subscriber gets each message)."""
+    return name.startswith("/topic/")
+
+
 class Consumer(Protocol):
     """The session side of a subscription."""
 
@@ -62,7 +67,7 @@ class QueueFull(Exception):
 class Destination:
     def __init__(self, name: str, store: Store) -> None:
         self.name = name
-        self.topic = name.startswith("/topic/")
+        self.topic = is_topic(name)
         self.store = store
         self.messages: deque[Message] = deque()
         self.subscriptions: list[Subscription] = []

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from conformance.broker.destinations import is_topic
+
 #: fault name -> (the statement it breaks, what the broker then does)
 FAULTS: Final[dict[str, tuple[str, str]]] = {
     "no-ack-header": ("message.ack-required",
@@ -17,6 +19,9 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "no-subscription-header": ("message.id-and-subscription-required",
                                "MESSAGE has no subscription header"),
     "no-destination-header": ("message.destination-required", "MESSAGE has no destination"),
+    "topic-message-without-subscription": (
+        "message.id-and-subscription-required",
+        "MESSAGE delivered from a topic has no subscription header (from a queue it has)"),
     "drop-user-headers": ("send.user-headers-passed",
                           "user headers of SEND are not passed on in MESSAGE"),
     "no-escaping": ("value-encoding.encode-escapes",
@@ -141,6 +146,7 @@ class Faults:
     no_message_id: bool = False
     no_subscription_header: bool = False
     no_destination_header: bool = False
+    topic_message_without_subscription: bool = False
     drop_user_headers: bool = False
     no_escaping: bool = False
     accept_undefined_escape: bool = False
@@ -195,6 +201,12 @@ class Faults:
     bends_messages: bool = field(default=False, init=False)
     #: a switch on that bends whole WebSocket messages as they arrive (websocket.py)
     bends_ws_messages: bool = field(default=False, init=False)
+
+    def bends_to(self, destination: str) -> bool:
+        """Whether a MESSAGE to a subscription of `destination` takes the path the faults
+        bend: a topic-only fault leaves a queue's MESSAGE on the pre-encoded path."""
+        return self.bends_messages or (self.topic_message_without_subscription
+                                       and is_topic(destination))
 
     def __post_init__(self) -> None:
         # each code path a fault bends is taken only when one of its own faults is on: a

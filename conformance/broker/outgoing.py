@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from conformance.broker.destinations import Message, Subscription
+from conformance.broker.destinations import Message, Subscription, is_topic
 from conformance.broker.faults import Faults
 from conformance.codec import Frame, LocalProtocolError, encode, encode_headers, encode_raw
 from conformance.spec.grammar import Version
@@ -82,7 +82,8 @@ def message_frame(subscription: Subscription, message: Message, ack: str | None,
     """The MESSAGE frame as a Frame, for the faults to bend."""
     headers = [("subscription", subscription.id), ("message-id", message.id),
                ("destination", message.destination)]
-    if faults.no_subscription_header:
+    if faults.no_subscription_header or (faults.topic_message_without_subscription
+                                         and is_topic(subscription.destination)):
         headers.pop(0)
     if faults.no_message_id:
         headers = [h for h in headers if h[0] != "message-id"]

@@ -189,7 +189,7 @@ class BrokerProtocol:
             ack = f"ID:{self.id}:{next(self._acks)}" if self.config.colon_ids \
                 else f"{self.id}-{next(self._acks)}"
             subscription.unacked[ack] = message
-        data = None if self.faults.bends_messages else message_bytes(
+        data = None if self.faults.bends_to(subscription.destination) else message_bytes(
             subscription, message, ack, self.version, self.config.colon_ids)  # type: ignore[arg-type]
         if data is None:
             self.write(message_frame(subscription, message, ack, self.version, self.faults))

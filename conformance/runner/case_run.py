@@ -149,9 +149,11 @@ class CaseRun(RunningCase):
         self.server: dict[str, str] = {}
         login, passcode = target.credentials
         unique = self.unique
+        # a case's topic run (scenario.model.DESTINATION_KINDS) names topics by ${queue}
+        queues = target.profile.topic if case.destination == "topic" else target.profile.queue
         self.variables = {
-            "queue": target.profile.queue.format(name=unique),
-            "queue2": target.profile.queue.format(name=unique + "-2"),
+            "queue": queues.format(name=unique),
+            "queue2": queues.format(name=unique + "-2"),
             "topic": target.profile.topic.format(name=unique),
             "topic2": target.profile.topic.format(name=unique + "-2"),
             "id": unique, "host": target.virtual_host, "version": version,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -24,6 +25,7 @@ from conformance.scenario.model import (
     BUILTIN_VARIABLES,
     CLIENT_FOLDER,
     CLIENT_VARIABLES,
+    TOPIC_SUFFIX,
     TRANSPORTS,
     Case,
     Step,
@@ -121,9 +123,24 @@ def _parse(file: Path, text: str, *, client: bool) -> list[Case]:
         raise CaseLoadError(file, _line(lines, worst.absolute_path),
                             f"{where}: {worst.message}")
     builtin = CLIENT_VARIABLES if client else BUILTIN_VARIABLES
-    if isinstance(data, dict):
-        return [_case(data, (), file, lines, builtin)]
-    return [_case(entry, (index,), file, lines, builtin) for index, entry in enumerate(data)]
+    entries = [(data, ())] if isinstance(data, dict) else [
+        (entry, (index,)) for index, entry in enumerate(data)]
+    return [run for entry, at in entries
+            for run in _per_destination(entry, _case(entry, at, file, lines, builtin),
+                                        file, _line(lines, (*at, "destinations")))]
+
+
+def _per_destination(entry: dict[str, Any], case: Case, file: Path,
+                     line: int | None) -> list[Case]:
+    """The case once per kind of destination its `destinations:` names: the queue run as
+    written, the topic run a case of its own (model.DESTINATION_KINDS)."""
+    kinds = entry.get("destinations", ["queue"])
+    if "topic" in kinds and "queues" in case.requires:
+        raise CaseLoadError(file, line, "a case on topics cannot require queues: a topic "
+                            "keeps no message for a later subscriber")
+    topic = replace(case, id=case.id + TOPIC_SUFFIX, title=f"{case.title} (on a topic)",
+                    requires=(*case.requires, "topics"), destination="topic")
+    return [case if kind == "queue" else topic for kind in kinds]
 
 
 def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int],

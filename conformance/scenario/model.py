@@ -29,6 +29,14 @@ TRANSPORTS = ("tcp", "ws")
 #: how messages name them
 TRANSPORT_NAMES = {"tcp": "TCP", "ws": "WebSocket"}
 
+#: The kinds of destination a case can run on (its `destinations:`, queue by default). A
+#: case runs once per kind: the queue run keeps the case's id, the topic run is a case of
+#: its own, id ID.topic (a stable id, and no `@`, which joins an id to a version in
+#: profiles and reports), whose `${queue}` and `${queue2}` name topics and which requires
+#: the `topics` capability.
+DESTINATION_KINDS = ("queue", "topic")
+TOPIC_SUFFIX = ".topic"
+
 
 def strongest(levels: Sequence[str]) -> str:
     return min(levels, key=STRENGTHS.index)
@@ -63,6 +71,8 @@ class Case:
     #: the case's own `level:`, which grades a failed step that names no statement in
     #: place of its statements' (a server must accept what a client MAY send)
     fixed_level: str | None = None
+    #: the kind of destination its `${queue}` and `${queue2}` name: "queue" or "topic"
+    destination: str = "queue"
 
     def at_stake(self, version: str, named: Sequence[str] = ()) -> tuple[str, ...]:
         """The statements a check speaks for at `version`: those a step names, else the
