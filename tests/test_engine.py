@@ -117,6 +117,32 @@ def test_the_validator_fails_a_case_on_frames_it_did_not_look_at(tmp_path: Path)
     assert result.statement == "message.ack-required" and result.violations
 
 
+@pytest.mark.parametrize(("subscribe", "read", "outcome"), [
+    # a SUBSCRIBE written raw is known to the judge as a structured one is
+    ('raw: {data: "SUBSCRIBE\\nid:s\\ndestination:${queue}\\nack:client\\n\\n\\0"}',
+     "expect: {command: MESSAGE, body: hi}", Outcome.FAILED),
+    # a MESSAGE no step reads is judged when the case drains its connections
+    ('send: {command: SUBSCRIBE, headers: {id: s, destination: "${queue}", ack: client}}',
+     "sleep: 0.2", Outcome.FAILED),
+    # ack repeated with different values: the mode is the broker's pick, not judged here
+    ('send: {command: SUBSCRIBE, headers: [[id, s], [destination, "${queue}"], [ack, client],'
+     ' [ack, auto]]}', "expect: {command: MESSAGE, body: hi}", Outcome.PASSED),
+])
+def test_every_message_is_judged_against_the_ack_mode_subscribed(
+        tmp_path: Path, subscribe: str, read: str, outcome: Outcome) -> None:
+    steps = f"""
+        - connect: {{}}
+        - {subscribe}
+        - send: {{command: SEND, headers: {{destination: "${{queue}}"}}, body: hi}}
+        - {read}
+    """
+    with serving(TinyBroker("no-ack-header")) as port:
+        (result,) = run_cases(tmp_path, port, case(steps))
+    assert result.outcome == outcome, result.message
+    if outcome == Outcome.FAILED:
+        assert result.statement == "message.ack-required"
+
+
 EITHER = """
     - connect: {}
     - send: {command: FOO}

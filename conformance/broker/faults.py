@@ -29,6 +29,7 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "accept-undefined-escape": ("value-encoding.undefined-escape-fatal",
                                 "an undefined escape is kept as it is, not refused"),
     "trim-headers": ("value-encoding.no-trim", "header values are trimmed of spaces"),
+    "trim-header-names": ("value-encoding.no-trim", "header names are trimmed of spaces"),
     "ignore-content-length": ("content-length.read-octets",
                               "bodies are read up to the first NUL, whatever content-length says"),
     "error-without-close": ("error.close-after", "the connection stays open after ERROR"),
@@ -80,6 +81,26 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
                         "a 1.0 frame other than SEND with a body gets ERROR"),
     "last-header-wins": ("repeated-headers.first-wins",
                          "of repeated headers, the last entry is used and kept first"),
+    "last-header-wins-beyond-send": (
+        "repeated-headers.first-wins",
+        "of repeated headers on frames other than SEND, the last entry is used"),
+    "ack-needs-all-id-headers": (
+        "ack.id-required",
+        "an ACK or NACK is refused unless it carries id, message-id and subscription, "
+        "whatever its version requires"),
+    "nack-settles-connection": (
+        "nack.scope",
+        "a NACK settles every unacknowledged message of the connection up to it, whatever "
+        "its subscription and ack mode"),
+    "auto-ack-redelivered": (
+        "subscribe-ack.auto-mode",
+        "messages of an auto subscription (1.1, 1.2) wait for an ACK: they are delivered "
+        "again when their consumer goes"),
+    "client-ack-v10-as-auto": (
+        "subscribe-ack.client-mode-v10",
+        "in 1.0, messages of an ack:client subscription count as delivered once sent"),
+    "ack-v10-ignored": ("ack.message-id-required-v10",
+                        "a 1.0 ACK is answered but acknowledges nothing"),
     "receipt-for-connect": ("receipt-header.may-request",
                             "a CONNECT with a receipt header also gets a RECEIPT"),
     "heartbeat-in-1-0": ("server-frames.kinds-v10",
@@ -127,7 +148,9 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
 
 #: the switches (Faults fields) behind each `bends_*` flag of Faults
 _BENDS: Final[dict[str, tuple[str, ...]]] = {
-    "bends_incoming": ("trim_headers", "last_header_wins", "refuse_body_v10"),
+    "bends_incoming": ("trim_headers", "trim_header_names", "last_header_wins",
+                       "last_header_wins_beyond_send", "ack_needs_all_id_headers",
+                       "refuse_body_v10"),
     "bends_messages": ("no_ack_header", "no_message_id", "no_subscription_header",
                        "no_destination_header", "drop_user_headers", "no_escaping",
                        "escape_v10", "no_content_length"),
@@ -151,6 +174,7 @@ class Faults:
     no_escaping: bool = False
     accept_undefined_escape: bool = False
     trim_headers: bool = False
+    trim_header_names: bool = False
     ignore_content_length: bool = False
     error_without_close: bool = False
     error_without_message: bool = False
@@ -180,6 +204,12 @@ class Faults:
     unescape_connect: bool = False
     refuse_body_v10: bool = False
     last_header_wins: bool = False
+    last_header_wins_beyond_send: bool = False
+    ack_needs_all_id_headers: bool = False
+    nack_settles_connection: bool = False
+    auto_ack_redelivered: bool = False
+    client_ack_v10_as_auto: bool = False
+    ack_v10_ignored: bool = False
     receipt_for_connect: bool = False
     heartbeat_in_1_0: bool = False
     bad_server_header: bool = False

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from conformance.broker.bent import bend_incoming, kept_unacked
 from conformance.broker.config import BrokerConfig
 from conformance.broker.connect import answer
 from conformance.broker.destinations import Consumer, Message, QueueFull, Store, Subscription
@@ -188,7 +189,8 @@ class BrokerProtocol:
         if subscription.ack != "auto":
             ack = f"ID:{self.id}:{next(self._acks)}" if self.config.colon_ids \
                 else f"{self.id}-{next(self._acks)}"
-            subscription.unacked[ack] = message
+        if kept_unacked(subscription.ack, self.faults, self.version):
+            subscription.unacked[ack or f"auto-{next(self._acks)}"] = message
         data = None if self.faults.bends_to(subscription.destination) else message_bytes(
             subscription, message, ack, self.version, self.config.colon_ids)  # type: ignore[arg-type]
         if data is None:
@@ -232,8 +234,9 @@ class BrokerProtocol:
             return
         frame = event
         if faults.bends_incoming:
-            bent = self._fault_first(event)
-            if bent is None:
+            bent = bend_incoming(event, faults, self.version)
+            if isinstance(bent, str):
+                self.error(bent, event)
                 return
             frame = bent
         if self.connected and frame.command not in CLIENT_COMMANDS and \
@@ -290,21 +293,6 @@ class BrokerProtocol:
                 self.config.heartbeat_tolerance
             self._beats = Heartbeats(done.send_every if done.beat else 0.0,
                                      done.expect_every * tolerance)
-
-    def _fault_first(self, frame: Frame) -> Frame | None:
-        """The frame as faults bend it before it is judged (a copy: the one received is
-        left as it came), or None if a fault refused it."""
-        faults = self.faults
-        headers = frame.headers
-        if faults.trim_headers:
-            headers = tuple((k.strip(), v.strip()) for k, v in headers)
-        if faults.last_header_wins:
-            headers = headers[::-1]
-        if (faults.refuse_body_v10 and self.version == "1.0" and frame.body
-                and frame.command != "SEND"):
-            self.error(f"a {frame.command} frame must not have a body", frame)
-            return None
-        return frame if headers is frame.headers else frame.replace(headers=headers)
 
     def _excused(self, statement: str) -> bool:
         """A violation a fault tells the broker to let pass."""
@@ -424,14 +412,17 @@ class BrokerProtocol:
         raise Refused(f"{frame.command} of unknown or already acknowledged message "
                       f"{message_id!r}")
 
-    def _settle(self, subscription: Subscription, ack_id: str, *, requeue: bool) -> None:
+    def _settle(self, subscription: Subscription, ack_id: str, *, requeue: bool,
+                nack: bool = False) -> None:
         """ACK (requeue=False) or NACK one message, or, in client mode, every message of the
         subscription up to it."""
         if ack_id not in subscription.unacked:
             return  # settled meanwhile (a transaction's frames run at COMMIT)
-        cumulative = subscription.ack == "client" or self.faults.individual_ack_cumulative
+        wide = nack and self.faults.nack_settles_connection
+        cumulative = subscription.ack == "client" or self.faults.individual_ack_cumulative \
+            or wide
         scope = list(self.subscriptions.values()) \
-            if self.faults.cumulative_ack_crosses_subscriptions else [subscription]
+            if self.faults.cumulative_ack_crosses_subscriptions or wide else [subscription]
         settled = []
         if cumulative:
             target = subscription.unacked[ack_id]
@@ -451,6 +442,8 @@ class BrokerProtocol:
 
     def ack(self, frame: Frame) -> None:
         subscription, ack_id = self._find_ack(frame)
+        if self.faults.ack_v10_ignored and self.version == "1.0":
+            return
         self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=False))
 
     def nack(self, frame: Frame) -> None:
@@ -458,7 +451,8 @@ class BrokerProtocol:
             raise Refused("NACK is not part of STOMP 1.0")
         subscription, ack_id = self._find_ack(frame)
         requeue = self.config.nack == "redeliver"
-        self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=requeue))
+        self._in_transaction(frame, lambda: self._settle(subscription, ack_id, requeue=requeue,
+                                                         nack=True))
 
     def begin(self, frame: Frame) -> None:
         name = self._required(frame, "transaction")

@@ -49,7 +49,8 @@ async def step_connect(run: CaseRun, args: dict[str, Any]) -> None:
     conn = run.connections.get(name) or await run.open(name)
     headers = connect_headers(run.target, run.version, heart_beat=None,
                               given=run.headers(args.get("headers")))
-    accept = next((v for k, v in headers if k == "accept-version"), None)
+    # a repeated accept-version: the broker may read any of its entries
+    accept = ",".join(v for k, v in headers if k == "accept-version") or None
     conn.offered = list(parse_accept_version(accept))
     conn.heart_beat = heart_beat_pair(
         next((v for k, v in headers if k == "heart-beat"), None)) or (0, 0)
@@ -66,6 +67,8 @@ async def step_connect(run: CaseRun, args: dict[str, Any]) -> None:
                                    Refusal.SILENT)
             raise SetupRefused(f"a CONNECT with the run's settings got {brief(event)}",
                                observed)
+        if isinstance(event, Frame):
+            run.received(conn, event)
         raise StepFailed("CONNECTED", describe(event, DEFAULT_WITHIN))
     run.received(conn, event)
     chosen = event.get("version") or "1.0"

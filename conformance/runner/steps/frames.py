@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from conformance.codec import Frame, encode_raw, escape
+from conformance.codec import Frame, Parser, StompError, encode_raw, escape
 from conformance.runner.case_run import CaseRun
 from conformance.runner.judge import StepFailed, broken
 from conformance.runner.results import Outcome
@@ -17,7 +17,7 @@ from conformance.runner.steps.expectations import (
     frame_mismatch,
 )
 from conformance.spec.grammar import UNESCAPED_COMMANDS
-from conformance.wire.connection import Closed, Received, describe
+from conformance.wire.connection import Closed, Connection, Received, describe
 
 
 async def step_send(run: CaseRun, args: dict[str, Any]) -> None:
@@ -25,13 +25,12 @@ async def step_send(run: CaseRun, args: dict[str, Any]) -> None:
     command = args["command"]
     headers = run.headers(args.get("headers"))
     body = run.substitute(args.get("body", "")).encode()
+    if command == "SUBSCRIBE":
+        subscribed(conn, headers)
     if command not in UNESCAPED_COMMANDS:  # valid or not, headers are escaped per version
         headers = [(escape(k, conn.version), escape(v, conn.version))  # type: ignore[arg-type]
                    for k, v in headers]
     length = len(body) if args.get("content_length", bool(body)) else None
-    if command == "SUBSCRIBE":
-        values = dict(reversed(headers))
-        conn.ack_modes[values.get("id", "")] = values.get("ack", "auto")
     data = encode_raw(command, headers, body, content_length=length)
     await conn.send(data, **_websocket(data, args.get("ws")))
 
@@ -40,10 +39,39 @@ async def step_raw(run: CaseRun, args: dict[str, Any]) -> None:
     data = run.substitute(args.get("data", "")).encode()
     data += bytes.fromhex(args.get("hex", ""))
     data *= args.get("repeat", 1)
+    conn = run.conn(args)
+    _subscribed_raw(conn, data)
     delivery = args.get("delivery", "whole")
     chunk = 1 if delivery == "bytewise" else args.get("chunk", 1) if delivery == "chunked" else 0
-    await run.conn(args).send(data, chunk=chunk, pause=args.get("pause", 0.0),
-                              **_websocket(data, args.get("ws")))
+    await conn.send(data, chunk=chunk, pause=args.get("pause", 0.0),
+                    **_websocket(data, args.get("ws")))
+
+
+def subscribed(conn: Connection, headers: list[tuple[str, str]]) -> None:
+    """Note the ack mode of a SUBSCRIBE the case sends (its headers decoded), by which the
+    judge checks its MESSAGEs' ack header: under each id it names (of a repeated id the
+    broker may take either), unless it repeats ack with different values (the mode is then
+    the broker's pick, which the case checks itself)."""
+    modes = {v for k, v in headers if k == "ack"} or {"auto"}
+    for sub_id in {v for k, v in headers if k == "id"} or {""}:
+        if len(modes) == 1:
+            conn.ack_modes[sub_id] = next(iter(modes))
+        else:
+            conn.ack_modes.pop(sub_id, None)
+
+
+def _subscribed_raw(conn: Connection, data: bytes) -> None:
+    """`subscribed` for the SUBSCRIBE frames of a raw step's octets, as far as they parse."""
+    if b"SUBSCRIBE" not in data:
+        return
+    parser = Parser(version=conn.version, strict=False)  # type: ignore[arg-type]
+    try:
+        events = parser.feed(data)
+    except StompError as problem:
+        events = getattr(problem, "events", [])
+    for event in events:
+        if isinstance(event, Frame) and event.command == "SUBSCRIBE":
+            subscribed(conn, list(event.headers))
 
 
 def _websocket(data: bytes, ws: dict[str, Any] | None) -> dict[str, Any]:
@@ -122,6 +150,8 @@ async def step_expect_error_close(run: CaseRun, args: dict[str, Any]) -> None:
         raise StepFailed(expectation(wanted, run), describe(event, within))
     capture(event, args, run)
     after = await conn.next_event(within)
+    if isinstance(after, Frame):
+        run.received(conn, after)
     if not isinstance(after, Closed):
         raise StepFailed(f"the connection closed within {within:g} s after ERROR",
                          describe(after, within) + " after the ERROR",
@@ -149,6 +179,8 @@ async def step_expect_any(run: CaseRun, alternatives: list[dict[str, Any]]) -> N
     after: Received | None = None
     if isinstance(event, Frame) and event.command == "ERROR":
         after = await conn.next_event(within)
+        if isinstance(after, Frame):
+            run.received(conn, after)
     for alternative in alternatives:
         if _alternative_met(alternative, event, after, run):
             run.grade(Outcome(alternative["grade"]), alternative.get("note", ""))

@@ -61,8 +61,9 @@ async def _attempt(run: CaseRun, name: str, data: bytes, what: str,
     event = await conn.next_event(within)
     after = await conn.next_event(within) if isinstance(event, Frame) and \
         event.command == "ERROR" else None
-    if isinstance(event, Frame):
-        run.received(conn, event)
+    for read in (event, after):
+        if isinstance(read, Frame):
+            run.received(conn, read)
     await conn.close()
     if isinstance(event, Frame) and event.command == "RECEIPT":
         return None
