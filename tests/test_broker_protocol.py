@@ -495,12 +495,14 @@ def test_a_destination_is_dropped_once_it_holds_nothing() -> None:
 
 
 #: the faults that change what the exchange below delivers: the MESSAGE frame's own
-#: faults, those that read SEND otherwise, and those that negotiate another version
+#: faults, those that read SEND otherwise, those that negotiate another version, and those
+#: that answer the CONNECT otherwise (a frame after CONNECTED, a 1.0 CONNECT refused)
 BENDS_THE_EXCHANGE = {
     "no-ack-header", "no-message-id", "no-subscription-header", "no-destination-header",
     "drop-user-headers", "no-escaping", "escape-v10", "no-content-length",
     "trim-headers", "last-header-wins", "no-unescaping", "ignore-content-length",
-    "ignore-accept-version", "no-1-0-fallback"}
+    "ignore-accept-version", "no-1-0-fallback", "unsolicited-server-frame",
+    "v10-connect-needs-host"}
 
 
 @pytest.mark.parametrize("version", ["1.0", "1.2"])

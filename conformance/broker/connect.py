@@ -69,8 +69,13 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
     version = (common[0] if faults.wrong_version else common[-1]) if common else "1.2"
     # no-unescaping: a 1.0 parser leaves escapes in header values as they came
     done = Answer(version=version, parser_version="1.0" if faults.no_unescaping else version)
-    done.refused, done.breaks = _refusal(config, frame, version)
+    done.refused, done.breaks = _refusal(config, faults, frame, version)
+    if version == "1.0" and faults.heartbeat_refused_v10 and "heart-beat" in frame:
+        done.refused = "heart-beat is not a STOMP 1.0 header"
     if done.refused:
+        if (faults.host_refusal_silent and done.breaks == "connect.required-headers") or \
+                (faults.unknown_vhost_silent and done.refused.startswith("unknown virtual")):
+            return Answer(version=version)  # no answer at all, the connection left open
         return done
     headers = [("version", version)] if version != "1.0" and not faults.no_version_header \
         else []
@@ -78,7 +83,8 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
         _negotiate_heartbeats(config, faults, frame, headers, done)
         if done.refused and not faults.error_without_close:
             return done  # (error-without-close: the ERROR, then CONNECTED all the same)
-    if version == "1.0" or not config.minimal_connected:  # 1.0's CONNECTED shows session
+    if (version == "1.0" or not config.minimal_connected) and not (
+            version == "1.0" and faults.no_session_v10):  # 1.0's CONNECTED shows session
         headers.append(("session", session))
     if not config.minimal_connected:
         headers.append(("server", "/0.1 x" if faults.bad_server_header else SERVER))
@@ -86,22 +92,25 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
         headers.append(("heart-beat", "0,0"))
     done.connected = True
     done.frames.append(Frame("CONNECTED", headers))
+    if faults.unsolicited_server_frame:
+        done.frames.append(Frame("NOTICE", [("message", "welcome")]))
     receipt = frame.get("receipt")
     if receipt is not None and faults.receipt_for_connect:
         done.frames.append(Frame("RECEIPT", [("receipt-id", receipt)]))
     return done
 
 
-def _refusal(config: BrokerConfig, frame: Frame, version: str) -> tuple[str, str]:
+def _refusal(config: BrokerConfig, faults: Faults, frame: Frame, version: str
+             ) -> tuple[str, str]:
     """Why the broker turns this CONNECT down (its host or its credentials), or '', and the
     client's statement that breaks."""
     host = frame.get("host")
-    if host is None and version != "1.0":
+    if host is None and (version != "1.0" or faults.v10_connect_needs_host):
         return f"CONNECT without the host header STOMP {version} requires", \
-            "connect.required-headers"
+            "connect.required-headers" if version != "1.0" else ""
     # 1.0 has no host header: a 1.0 CONNECT without one is served as the default host
     if config.vhosts is not None and host is not None and host not in config.vhosts \
-            and config.unknown_vhost == "reject":
+            and (config.unknown_vhost == "reject" or faults.unknown_vhost_silent):
         return f"unknown virtual host {host!r}: this broker serves " \
             f"{', '.join(config.vhosts)}", ""
     users, login = config.users, frame.get("login")

@@ -123,6 +123,42 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
                                "a CR LF heart-beat between frames is refused"),
     "accept-body-on-subscribe": ("body.forbidden-frames",
                                  "a body on a frame that must not have one is accepted"),
+    "receipt-per-frame": ("receipt-header.server-acknowledges",
+                          "every frame without a receipt header gets a RECEIPT too (its "
+                          "receipt-id one the client never sent)"),
+    "receipt-for-unrequested-disconnect": (
+        "receipt-header.server-acknowledges",
+        "a DISCONNECT without a receipt header gets a RECEIPT before the close"),
+    "no-receipt-for-disconnect": ("receipt-header.server-acknowledges",
+                                  "a DISCONNECT with a receipt header is closed without its "
+                                  "RECEIPT"),
+    "no-receipt-in-transaction": ("receipt-header.server-acknowledges",
+                                  "a SEND, ACK or NACK carrying transaction gets no RECEIPT"),
+    "receipts-twice-in-transaction": (
+        "receipt-header.server-acknowledges",
+        "a SEND, ACK or NACK carrying transaction and receipt gets its RECEIPT when it "
+        "arrives and again when its transaction is committed or aborted"),
+    "receipt-id-as-on-wire": ("receipt.receipt-id-required",
+                              "a 1.1 or 1.2 RECEIPT's receipt-id is the receipt header as it "
+                              "was on the wire (its escapes not decoded)"),
+    "error-misidentifies-frame": ("frames-and-headers.error-identify",
+                                  "an ERROR's receipt-id is not the receipt of the frame it "
+                                  "answers (a suffix added)"),
+    "unsolicited-server-frame": ("server-frames.kinds",
+                                 "CONNECTED is followed by a NOTICE frame, a kind no STOMP "
+                                 "server sends"),
+    "host-refusal-silent": ("connect.required-headers",
+                            "a 1.1 or 1.2 CONNECT without host gets no answer at all (no "
+                            "ERROR, no CONNECTED) and the connection stays open"),
+    "unknown-vhost-silent": ("connect.unknown-vhost",
+                             "a CONNECT naming a virtual host the broker does not serve gets "
+                             "no answer at all and the connection stays open"),
+    "v10-connect-needs-host": ("connecting.connected-response-v10",
+                               "a 1.0 CONNECT without a host header is refused (ERROR), as a "
+                               "1.1 one would be"),
+    "heartbeat-refused-v10": ("connecting.connected-response-v10",
+                              "a 1.0 CONNECT carrying a heart-beat header is refused (ERROR)"),
+    "no-session-v10": ("connecting.session-id-v10", "a 1.0 CONNECTED has no session header"),
     # over WebSocket only (WEBSOCKET_FAULTS): the upgrade and framing layer of
     # broker/websocket.py
     "ws-message-is-frame": ("frames.frame-grammar",
@@ -219,6 +255,19 @@ class Faults:
     missing_heartbeat_header_default: bool = False
     crlf_heartbeat_refused: bool = False
     accept_body_on_subscribe: bool = False
+    receipt_per_frame: bool = False
+    receipt_for_unrequested_disconnect: bool = False
+    no_receipt_for_disconnect: bool = False
+    no_receipt_in_transaction: bool = False
+    receipts_twice_in_transaction: bool = False
+    receipt_id_as_on_wire: bool = False
+    error_misidentifies_frame: bool = False
+    unsolicited_server_frame: bool = False
+    host_refusal_silent: bool = False
+    unknown_vhost_silent: bool = False
+    v10_connect_needs_host: bool = False
+    no_session_v10: bool = False
+    heartbeat_refused_v10: bool = False
     ws_message_is_frame: bool = False
     ws_first_frame_only: bool = False
     ws_binary_as_text: bool = False

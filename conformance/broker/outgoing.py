@@ -103,7 +103,8 @@ def error_frame(message: str, frame: Frame | None, detail: str, faults: Faults) 
     headers = [] if faults.error_without_message else [("message", message)]
     receipt = frame.get("receipt") if frame is not None else None
     if receipt is not None and not faults.no_receipt_id_on_error:
-        headers.append(("receipt-id", receipt))
+        headers.append(("receipt-id", receipt + "-x" if faults.error_misidentifies_frame
+                        else receipt))
     if not faults.error_without_content_headers:
         headers.append(("content-type", "text/plain"))
     return Frame("ERROR", headers, (detail or message).encode())

@@ -32,8 +32,8 @@ from conformance.broker.outgoing import (
     frame_bytes,
     message_bytes,
     message_frame,
-    receipt_frame,
 )
+from conformance.broker.receipts import Receipts
 from conformance.codec import Frame, Heartbeat, Parser, StompError
 from conformance.spec.grammar import ACK_MODES, CLIENT_COMMANDS
 
@@ -96,6 +96,7 @@ class BrokerProtocol:
         self._held: dict[str, int] = {}
         self._deferred = 0  # frames kept by open transactions
         self._acks = itertools.count(1)
+        self.receipts = Receipts(faults)
         #: what the next answer holds: frames to send (and their octets), the heart-beats
         #: to start, why the connection closes. A delivery the store makes to this
         #: connection while it handles a frame answers with what is to send so far, so
@@ -264,9 +265,8 @@ class BrokerProtocol:
         except (Refused, QueueFull) as refused:
             self.error(str(refused), frame)
             return
-        receipt = frame.get("receipt")
-        if receipt is not None and not faults.drop_receipts:
-            self.write(receipt_frame(receipt, faults))
+        for receipt in self.receipts.after(frame, self.version):
+            self.write(receipt)
         if command == "DISCONNECT":
             self._close("DISCONNECT")
 
