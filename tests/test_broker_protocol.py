@@ -500,7 +500,8 @@ BENDS_THE_EXCHANGE = {
     "no-ack-header", "no-message-id", "no-subscription-header", "no-destination-header",
     "drop-user-headers", "no-escaping", "escape-v10", "no-content-length",
     "trim-headers", "last-header-wins", "no-unescaping", "ignore-content-length",
-    "ignore-accept-version", "no-1-0-fallback"}
+    "ignore-accept-version", "no-1-0-fallback", "body-eols-trimmed", "body-as-text",
+    "content-length-counts-characters", "content-type-not-mime", "no-content-type"}
 
 
 @pytest.mark.parametrize("version", ["1.0", "1.2"])

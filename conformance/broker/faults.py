@@ -97,6 +97,46 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
                                "a CR LF heart-beat between frames is refused"),
     "accept-body-on-subscribe": ("body.forbidden-frames",
                                  "a body on a frame that must not have one is accepted"),
+    "content-length-send-only": (
+        "content-length.read-octets",
+        "content-length is honoured on SEND only: the body of another frame ends at its first "
+        "NUL, and the octets after it are read as the next frames"),
+    "body-as-text": ("content-length.read-octets",
+                     "a SEND's body is decoded as UTF-8 (octets that are not UTF-8 become "
+                     "U+FFFD) and re-encoded"),
+    "body-eols-trimmed": ("content-length.read-octets",
+                          "a SEND's body has its CR LF turned into LF and its trailing EOLs "
+                          "stripped"),
+    "content-length-counts-characters": (
+        "content-length.octet-count",
+        "a MESSAGE's content-length counts the body's characters (UTF-8 code points), not "
+        "its octets"),
+    "crlf-cr-kept": ("frames.eol-cr-optional",
+                     "at 1.2 a CR before an LF is kept as an octet of the line (the command, a "
+                     "header, the blank line), as the 1.1 grammar reads it"),
+    "first-frame-per-read": ("frames.frame-grammar",
+                             "of a read (a TCP segment) holding several frames, only the first "
+                             "is read: the octets after its NUL are dropped"),
+    "read-end-ends-frame": ("frames.nul-terminated",
+                            "a read that ends inside a frame ends the frame there, as if its "
+                            "NUL had come"),
+    "cr-is-eol-v10": ("frames.eol-lf-required",
+                      "at 1.0 and 1.1 a CR is read as an end of line (a CR LF as two)"),
+    "content-length-nul-unchecked": (
+        "content-length.nul-terminated",
+        "an octet other than NUL after a content-length body is not refused: the body is "
+        "read on to the next NUL"),
+    "content-length-unreadable-ignored": (
+        "content-length.octet-count",
+        "a content-length that is not an octet count (-1, abc) is ignored: the body is read "
+        "up to its NUL and the frame accepted"),
+    "commands-case-insensitive": ("frames.case-sensitive",
+                                  "commands are read whatever their case: 'send' is SEND"),
+    "content-type-not-mime": ("content-type.mime-type",
+                              "a MESSAGE's content-type is written without its type: "
+                              "'application/json' becomes 'json'"),
+    "no-content-type": ("content-type.should-include",
+                        "MESSAGE frames carry no content-type, though the SEND gave one"),
     # over WebSocket only (WEBSOCKET_FAULTS): the upgrade and framing layer of
     # broker/websocket.py
     "ws-message-is-frame": ("frames.frame-grammar",
@@ -122,10 +162,14 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
 
 #: the switches (Faults fields) behind each `bends_*` flag of Faults
 _BENDS: Final[dict[str, tuple[str, ...]]] = {
-    "bends_incoming": ("trim_headers", "last_header_wins", "refuse_body_v10"),
+    "bends_incoming": ("trim_headers", "last_header_wins", "refuse_body_v10",
+                       "commands_case_insensitive", "body_as_text", "body_eols_trimmed",
+                       "content_length_send_only"),
     "bends_messages": ("no_ack_header", "no_message_id", "no_subscription_header",
                        "no_destination_header", "drop_user_headers", "no_escaping",
-                       "escape_v10", "no_content_length"),
+                       "escape_v10", "no_content_length", "content_length_counts_characters",
+                       "content_type_not_mime", "no_content_type"),
+    "bends_reads": ("first_frame_per_read", "read_end_ends_frame", "cr_is_eol_v10"),
     "bends_ws_messages": ("ws_binary_as_text", "ws_message_is_frame", "ws_first_frame_only"),
 }
 
@@ -183,6 +227,19 @@ class Faults:
     missing_heartbeat_header_default: bool = False
     crlf_heartbeat_refused: bool = False
     accept_body_on_subscribe: bool = False
+    content_length_send_only: bool = False
+    body_as_text: bool = False
+    body_eols_trimmed: bool = False
+    content_length_counts_characters: bool = False
+    crlf_cr_kept: bool = False
+    first_frame_per_read: bool = False
+    read_end_ends_frame: bool = False
+    cr_is_eol_v10: bool = False
+    content_length_nul_unchecked: bool = False
+    content_length_unreadable_ignored: bool = False
+    commands_case_insensitive: bool = False
+    content_type_not_mime: bool = False
+    no_content_type: bool = False
     ws_message_is_frame: bool = False
     ws_first_frame_only: bool = False
     ws_binary_as_text: bool = False
@@ -193,6 +250,8 @@ class Faults:
     bends_incoming: bool = field(default=False, init=False)
     #: a switch on that bends MESSAGE frames (off: the pre-encoded path of outgoing.py)
     bends_messages: bool = field(default=False, init=False)
+    #: a switch on that bends what a read brings before the protocol parses it (session.py)
+    bends_reads: bool = field(default=False, init=False)
     #: a switch on that bends whole WebSocket messages as they arrive (websocket.py)
     bends_ws_messages: bool = field(default=False, init=False)
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from conformance.broker import incoming
 from conformance.broker.config import BrokerConfig
 from conformance.broker.connect import answer
 from conformance.broker.destinations import Consumer, Message, QueueFull, Store, Subscription
@@ -230,17 +231,25 @@ class BrokerProtocol:
             if event.eol == b"\r\n" and faults.crlf_heartbeat_refused:
                 self.error("CR LF is not an EOL")
             return
-        frame = event
-        if faults.bends_incoming:
-            bent = self._fault_first(event)
-            if bent is None:
+        frames = [event]
+        if faults.bends_incoming:  # the frames a defect makes of it, in their order
+            bent = incoming.bend(faults, event, self.version, self.parser.version)
+            if isinstance(bent, str):
+                self.error(bent, event)
                 return
-            frame = bent
+            frames = bent
+        for frame in frames:
+            if not self.closing:
+                self._act_on(frame)
+
+    def _act_on(self, frame: Frame) -> None:
+        faults = self.faults
         if self.connected and frame.command not in CLIENT_COMMANDS and \
                 self.config.unknown_command == "ignore":
             return  # a frame not in the client's list: the ERROR is a MAY (1.1, 1.2)
         if frame.violations:
-            problems = [v for v in frame.violations if not self._excused(v.statement)]
+            problems = [v for v in frame.violations
+                        if not incoming.excused(faults, v.statement)]
             if problems:
                 self.error(f"malformed frame: {problems[0].message}", frame,
                            "\n".join(str(p) for p in problems))
@@ -290,27 +299,6 @@ class BrokerProtocol:
                 self.config.heartbeat_tolerance
             self._beats = Heartbeats(done.send_every if done.beat else 0.0,
                                      done.expect_every * tolerance)
-
-    def _fault_first(self, frame: Frame) -> Frame | None:
-        """The frame as faults bend it before it is judged (a copy: the one received is
-        left as it came), or None if a fault refused it."""
-        faults = self.faults
-        headers = frame.headers
-        if faults.trim_headers:
-            headers = tuple((k.strip(), v.strip()) for k, v in headers)
-        if faults.last_header_wins:
-            headers = headers[::-1]
-        if (faults.refuse_body_v10 and self.version == "1.0" and frame.body
-                and frame.command != "SEND"):
-            self.error(f"a {frame.command} frame must not have a body", frame)
-            return None
-        return frame if headers is frame.headers else frame.replace(headers=headers)
-
-    def _excused(self, statement: str) -> bool:
-        """A violation a fault tells the broker to let pass."""
-        return (self.faults.accept_undefined_escape
-                and statement.startswith("value-encoding.undefined-escape")) or \
-            (self.faults.accept_body_on_subscribe and statement == "body.forbidden-frames")
 
     # -- the frames of a connected session ---------------------------------------------------
 
