@@ -502,7 +502,8 @@ BENDS_THE_EXCHANGE = {
     "drop-user-headers", "no-escaping", "escape-v10", "no-content-length",
     "trim-headers", "last-header-wins", "no-unescaping", "ignore-content-length",
     "ignore-accept-version", "no-1-0-fallback", "unsolicited-server-frame",
-    "v10-connect-needs-host"}
+    "v10-connect-needs-host", "body-eols-trimmed", "body-as-text",
+    "content-length-counts-characters", "content-type-not-mime", "no-content-type"}
 
 
 @pytest.mark.parametrize("version", ["1.0", "1.2"])

@@ -68,7 +68,8 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
             f"Supported protocol versions{why} are {' '.join(speaks)}".encode())])
     version = (common[0] if faults.wrong_version else common[-1]) if common else "1.2"
     # no-unescaping: a 1.0 parser leaves escapes in header values as they came
-    done = Answer(version=version, parser_version="1.0" if faults.no_unescaping else version)
+    done = Answer(version=version, parser_version="1.0" if faults.no_unescaping else
+                  "1.1" if faults.crlf_cr_kept and version == "1.2" else version)
     done.refused, done.breaks = _refusal(config, faults, frame, version)
     if version == "1.0" and faults.heartbeat_refused_v10 and "heart-beat" in frame:
         done.refused = "heart-beat is not a STOMP 1.0 header"

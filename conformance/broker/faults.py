@@ -159,6 +159,46 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "heartbeat-refused-v10": ("connecting.connected-response-v10",
                               "a 1.0 CONNECT carrying a heart-beat header is refused (ERROR)"),
     "no-session-v10": ("connecting.session-id-v10", "a 1.0 CONNECTED has no session header"),
+    "content-length-send-only": (
+        "content-length.read-octets",
+        "content-length is honoured on SEND only: the body of another frame ends at its first "
+        "NUL, and the octets after it are read as the next frames"),
+    "body-as-text": ("content-length.read-octets",
+                     "a SEND's body is decoded as UTF-8 (octets that are not UTF-8 become "
+                     "U+FFFD) and re-encoded"),
+    "body-eols-trimmed": ("content-length.read-octets",
+                          "a SEND's body has its CR LF turned into LF and its trailing EOLs "
+                          "stripped"),
+    "content-length-counts-characters": (
+        "content-length.octet-count",
+        "a MESSAGE's content-length counts the body's characters (UTF-8 code points), not "
+        "its octets"),
+    "crlf-cr-kept": ("frames.eol-cr-optional",
+                     "at 1.2 a CR before an LF is kept as an octet of the line (the command, a "
+                     "header, the blank line), as the 1.1 grammar reads it"),
+    "first-frame-per-read": ("frames.frame-grammar",
+                             "of a read (a TCP segment) holding several frames, only the first "
+                             "is read: the octets after its NUL are dropped"),
+    "read-end-ends-frame": ("frames.nul-terminated",
+                            "a read that ends inside a frame ends the frame there, as if its "
+                            "NUL had come"),
+    "cr-is-eol-v10": ("frames.eol-lf-required",
+                      "at 1.0 and 1.1 a CR is read as an end of line (a CR LF as two)"),
+    "content-length-nul-unchecked": (
+        "content-length.nul-terminated",
+        "an octet other than NUL after a content-length body is not refused: the body is "
+        "read on to the next NUL"),
+    "content-length-unreadable-ignored": (
+        "content-length.octet-count",
+        "a content-length that is not an octet count (-1, abc) is ignored: the body is read "
+        "up to its NUL and the frame accepted"),
+    "commands-case-insensitive": ("frames.case-sensitive",
+                                  "commands are read whatever their case: 'send' is SEND"),
+    "content-type-not-mime": ("content-type.mime-type",
+                              "a MESSAGE's content-type is written without its type: "
+                              "'application/json' becomes 'json'"),
+    "no-content-type": ("content-type.should-include",
+                        "MESSAGE frames carry no content-type, though the SEND gave one"),
     # over WebSocket only (WEBSOCKET_FAULTS): the upgrade and framing layer of
     # broker/websocket.py
     "ws-message-is-frame": ("frames.frame-grammar",
@@ -186,10 +226,13 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
 _BENDS: Final[dict[str, tuple[str, ...]]] = {
     "bends_incoming": ("trim_headers", "trim_header_names", "last_header_wins",
                        "last_header_wins_beyond_send", "ack_needs_all_id_headers",
-                       "refuse_body_v10"),
+                       "refuse_body_v10", "commands_case_insensitive", "body_as_text",
+                       "body_eols_trimmed", "content_length_send_only"),
     "bends_messages": ("no_ack_header", "no_message_id", "no_subscription_header",
                        "no_destination_header", "drop_user_headers", "no_escaping",
-                       "escape_v10", "no_content_length"),
+                       "escape_v10", "no_content_length", "content_length_counts_characters",
+                       "content_type_not_mime", "no_content_type"),
+    "bends_reads": ("first_frame_per_read", "read_end_ends_frame", "cr_is_eol_v10"),
     "bends_ws_messages": ("ws_binary_as_text", "ws_message_is_frame", "ws_first_frame_only"),
 }
 
@@ -268,6 +311,19 @@ class Faults:
     v10_connect_needs_host: bool = False
     no_session_v10: bool = False
     heartbeat_refused_v10: bool = False
+    content_length_send_only: bool = False
+    body_as_text: bool = False
+    body_eols_trimmed: bool = False
+    content_length_counts_characters: bool = False
+    crlf_cr_kept: bool = False
+    first_frame_per_read: bool = False
+    read_end_ends_frame: bool = False
+    cr_is_eol_v10: bool = False
+    content_length_nul_unchecked: bool = False
+    content_length_unreadable_ignored: bool = False
+    commands_case_insensitive: bool = False
+    content_type_not_mime: bool = False
+    no_content_type: bool = False
     ws_message_is_frame: bool = False
     ws_first_frame_only: bool = False
     ws_binary_as_text: bool = False
@@ -278,6 +334,8 @@ class Faults:
     bends_incoming: bool = field(default=False, init=False)
     #: a switch on that bends MESSAGE frames (off: the pre-encoded path of outgoing.py)
     bends_messages: bool = field(default=False, init=False)
+    #: a switch on that bends what a read brings before the protocol parses it (session.py)
+    bends_reads: bool = field(default=False, init=False)
     #: a switch on that bends whole WebSocket messages as they arrive (websocket.py)
     bends_ws_messages: bool = field(default=False, init=False)
 
@@ -286,6 +344,13 @@ class Faults:
         bend: a topic-only fault leaves a queue's MESSAGE on the pre-encoded path."""
         return self.bends_messages or (self.topic_message_without_subscription
                                        and is_topic(destination))
+
+    def keeps_unacked(self, mode: str, version: str) -> bool:
+        """Whether a message delivered to a subscription of ack `mode` waits for its ACK (and
+        goes back to its destination if its consumer goes first), as the faults bend it."""
+        if mode == "auto":
+            return self.auto_ack_redelivered and version != "1.0"
+        return not (self.client_ack_v10_as_auto and version == "1.0")
 
     def __post_init__(self) -> None:
         # each code path a fault bends is taken only when one of its own faults is on: a

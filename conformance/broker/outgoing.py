@@ -20,6 +20,9 @@ def frame_bytes(frame: Frame, version: str, faults: Faults) -> bytes:
     no_length = frame.command == ("MESSAGE" if faults.no_content_length else
                                   "ERROR" if faults.error_without_content_headers
                                   else None)
+    if frame.command == "MESSAGE" and frame.body and faults.content_length_counts_characters:
+        return encode_raw(frame.command, _header_lines(frame, version, faults), frame.body,
+                          content_length=len(frame.body.decode("utf-8", "replace")))
     try:
         if faults.no_escaping:
             raise LocalProtocolError("headers written as they are")
@@ -94,7 +97,10 @@ def message_frame(subscription: Subscription, message: Message, ack: str | None,
     if message.redelivered:
         headers.append(("redelivered", "true"))
     if not faults.drop_user_headers:
-        headers += message.headers
+        headers += [(k, v.rpartition("/")[2] if k == "content-type"
+                     and faults.content_type_not_mime else v)
+                    for k, v in message.headers
+                    if k != "content-type" or not faults.no_content_type]
     return Frame("MESSAGE", headers, message.body)
 
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from conformance.broker.bent import bend_incoming, kept_unacked
+from conformance.broker import incoming
 from conformance.broker.config import BrokerConfig
 from conformance.broker.connect import answer
 from conformance.broker.destinations import Consumer, Message, QueueFull, Store, Subscription
@@ -190,7 +190,7 @@ class BrokerProtocol:
         if subscription.ack != "auto":
             ack = f"ID:{self.id}:{next(self._acks)}" if self.config.colon_ids \
                 else f"{self.id}-{next(self._acks)}"
-        if kept_unacked(subscription.ack, self.faults, self.version):
+        if self.faults.keeps_unacked(subscription.ack, self.version):
             subscription.unacked[ack or f"auto-{next(self._acks)}"] = message
         data = None if self.faults.bends_to(subscription.destination) else message_bytes(
             subscription, message, ack, self.version, self.config.colon_ids)  # type: ignore[arg-type]
@@ -233,18 +233,25 @@ class BrokerProtocol:
             if event.eol == b"\r\n" and faults.crlf_heartbeat_refused:
                 self.error("CR LF is not an EOL")
             return
-        frame = event
-        if faults.bends_incoming:
-            bent = bend_incoming(event, faults, self.version)
+        frames = [event]
+        if faults.bends_incoming:  # the frames a defect makes of it, in their order
+            bent = incoming.bend(faults, event, self.version, self.parser.version)
             if isinstance(bent, str):
                 self.error(bent, event)
                 return
-            frame = bent
+            frames = bent
+        for frame in frames:
+            if not self.closing:
+                self._act_on(frame)
+
+    def _act_on(self, frame: Frame) -> None:
+        faults = self.faults
         if self.connected and frame.command not in CLIENT_COMMANDS and \
                 self.config.unknown_command == "ignore":
             return  # a frame not in the client's list: the ERROR is a MAY (1.1, 1.2)
         if frame.violations:
-            problems = [v for v in frame.violations if not self._excused(v.statement)]
+            problems = [v for v in frame.violations
+                        if not incoming.excused(faults, v.statement)]
             if problems:
                 self.error(f"malformed frame: {problems[0].message}", frame,
                            "\n".join(str(p) for p in problems))
@@ -293,12 +300,6 @@ class BrokerProtocol:
                 self.config.heartbeat_tolerance
             self._beats = Heartbeats(done.send_every if done.beat else 0.0,
                                      done.expect_every * tolerance)
-
-    def _excused(self, statement: str) -> bool:
-        """A violation a fault tells the broker to let pass."""
-        return (self.faults.accept_undefined_escape
-                and statement.startswith("value-encoding.undefined-escape")) or \
-            (self.faults.accept_body_on_subscribe and statement == "body.forbidden-frames")
 
     # -- the frames of a connected session ---------------------------------------------------
 

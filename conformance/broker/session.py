@@ -60,7 +60,7 @@ class Session:
                  sessions: set[Session], *, versions: tuple[str, ...] | None = None) -> None:
         """`sessions`: the broker's open sessions, this one among them until it ends;
         `versions`: the STOMP versions the connection allows (None: any)."""
-        self.config = config
+        self.config, self.faults = config, faults
         self.reader, self.writer = reader, writer
         self.sessions = sessions
         self._transport = writer.transport
@@ -197,13 +197,31 @@ class Session:
                 continue
             if not data:
                 return
-            self._act(protocol.receive_data(data))
+            self._act(self._received(data) if self.faults.bends_reads
+                      else protocol.receive_data(data))
             if self.closing:
                 return
             frame_started = (frame_started or time.monotonic()) if protocol.buffered else None
             await self.writer.drain()
             if not protocol.connected and time.monotonic() - started > config.connect_timeout:
                 self._timed_out("no CONNECT frame in time")
+
+    def _received(self, data: bytes) -> list[Action]:
+        """What the protocol answers to a read as the read faults bend it."""
+        protocol, faults = self.protocol, self.faults
+        if faults.cr_is_eol_v10 and protocol.connected and protocol.version != "1.2":
+            data = data.replace(b"\r", b"\n")
+        if faults.first_frame_per_read:  # fed octet by octet, up to the NUL ending a frame
+            actions: list[Action] = []
+            for at in range(len(data)):
+                actions += protocol.receive_data(data[at:at + 1])
+                if data[at] == 0 and not protocol.buffered:
+                    break
+            return actions
+        actions = protocol.receive_data(data)
+        if faults.read_end_ends_frame and protocol.buffered and not protocol.closing:
+            actions += protocol.receive_data(b"\0")
+        return actions
 
     def _read_timeout(self, started: float, frame_started: float | None) -> float:
         config = self.config

@@ -64,6 +64,8 @@ def frame_mismatch(frame: Frame, args: dict[str, Any], run: Variables) -> str | 
         body = frame.body.decode("utf-8", "replace") if frame.body else None
         if not matches(args["body"], body, run):
             return f"body {show_matcher(args['body'])}"
+    if "body_hex" in args and frame.body.hex() != args["body_hex"].replace(" ", "").lower():
+        return f"body of the octets {args['body_hex'][:60]}..."
     return None
 
 
@@ -72,6 +74,8 @@ def expectation(args: dict[str, Any], run: Variables) -> str:
     parts += [f"{n} {show_matcher(m)}" for n, m in (args.get("headers") or {}).items()]
     if "body" in args:
         parts.append(f"body {show_matcher(args['body'])}")
+    if "body_hex" in args:
+        parts.append(f"body of {len(args['body_hex'].replace(' ', '')) // 2} given octets")
     return run.substitute(" ".join(parts))
 
 

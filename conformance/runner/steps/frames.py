@@ -16,7 +16,7 @@ from conformance.runner.steps.expectations import (
     expectation,
     frame_mismatch,
 )
-from conformance.spec.grammar import UNESCAPED_COMMANDS
+from conformance.spec.grammar import UNESCAPED_COMMANDS, Version
 from conformance.wire.connection import Closed, Connection, Received, describe
 
 
@@ -36,7 +36,10 @@ async def step_send(run: CaseRun, args: dict[str, Any]) -> None:
 
 
 async def step_raw(run: CaseRun, args: dict[str, Any]) -> None:
-    data = run.substitute(args.get("data", "")).encode()
+    # escape_variables: values a case captured (ids the broker chose) escaped as header values
+    version: Version = run.version  # type: ignore[assignment]
+    quote = (lambda v: escape(v, version)) if args.get("escape_variables") else str
+    data = run.substitute(args.get("data", ""), quote=quote).encode()
     data += bytes.fromhex(args.get("hex", ""))
     data *= args.get("repeat", 1)
     conn = run.conn(args)
