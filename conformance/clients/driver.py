@@ -48,7 +48,9 @@ TOLERANCE = 2.0
 #: The writing faults the codec's `encode` cannot express: their frames go through `raw`.
 RAW_WRITING = frozenset({"crlf-eols", "newline-body", "no-nul-after-body", "escape-connect",
                          "no-send-escape", "escape-v10", "count-characters",
-                         "no-content-length"})
+                         "no-content-length", "names-not-escaped"})
+#: backslash-escape-greedy's decoding: each escape replaced in turn, \\ last
+GREEDY = (("\\n", "\n"), ("\\r", "\r"), ("\\c", ":"), ("\\\\", "\\"))
 
 
 class Client:
@@ -69,6 +71,11 @@ class Client:
         self.first: dict[str, str] = {}
         #: whether heart-beats from the server were negotiated
         self.server_beats = False
+        #: the messages acknowledged (ack or nack) by the application; the octets of an
+        #: unfinished frame; whether the last read held a CR LF (for the reading faults)
+        self.settled: set[int] = set()
+        self.tail = b""
+        self.crlf_read = False
 
     # -- writing -------------------------------------------------------------------------
 
@@ -115,8 +122,9 @@ class Client:
             escaped = False
         if escaped:
             rules = "1.1" if version == "1.0" else version
-            headers = [(escape(k, rules), escape(v, rules))  # type: ignore[arg-type]
-                       for k, v in headers]
+            raw_names = command == "SEND" and "names-not-escaped" in faults
+            headers = [(k if raw_names else escape(k, rules),  # type: ignore[arg-type]
+                        escape(v, rules)) for k, v in headers]  # type: ignore[arg-type]
         length: int | None = None
         if body and not (command == "SEND" and "no-content-length" in faults):
             length = len(body.decode("utf-8", "replace")) if "count-characters" in faults \
@@ -139,6 +147,11 @@ class Client:
                         and b"content-length" not in data:
                     cut = data.rindex(b"\x00")
                     data = data[:cut].replace(b"\x00", b"") + data[cut:]
+                self.crlf_read = b"\r\n" in data
+                if "crlf-heartbeat-fatal" in self.faults and self.crlf_read \
+                        and not data.strip(b"\r\n"):
+                    print("a CR where a frame must start", file=sys.stderr)
+                    break
                 try:
                     events = self.parser.feed(data)
                 except StompError as error:
@@ -150,6 +163,13 @@ class Client:
                     # a message's unfinished frame dropped (over WebSocket, each receive is
                     # one message's octets)
                     self.parser = Parser(version=self.parser.version, strict=False)
+                self.tail = (self.tail + data)[-self.parser.buffered:] \
+                    if self.parser.buffered else b""
+                if "headers-in-one-read" in self.faults and self.tail \
+                        and b"\n\n" not in self.tail.replace(b"\r\n", b"\n"):
+                    # the head of a frame still arriving is dropped
+                    self.parser = Parser(version=self.parser.version, strict=False)
+                    self.tail = b""
         except TransportError as error:  # a reset: the connection is gone all the same
             print(f"connection lost: {error}", file=sys.stderr)
         await self.transport.close()
@@ -181,6 +201,11 @@ class Client:
     def received(self, frame: Frame) -> None:
         command = frame.command
         frame = frame.replace(headers=self.decoded(frame.headers))
+        if "crlf-kept-outside-message" in self.faults and self.crlf_read and \
+                command != "MESSAGE":
+            frame = frame.replace(headers=[(k, v + "\r") for k, v in frame.headers])
+        if "body-as-text" in self.faults and "content-type" not in frame:
+            frame = frame.replace(body=frame.body.decode("utf-8", "replace").encode())
         if command == "CONNECTED":
             waiter = self.waiting.pop("CONNECTED", None)
             if waiter is not None and not waiter.done():
@@ -207,6 +232,10 @@ class Client:
         faults = self.faults
         if "raw-header-names" in faults and self.version != "1.0":
             headers = [(k, unescape(v, self.version)) for k, v in headers]  # type: ignore[arg-type]
+        if "backslash-escape-greedy" in faults and self.version != "1.0":
+            for escaped, meant in GREEDY:
+                headers = [(k.replace(escaped, meant), v.replace(escaped, meant))
+                           for k, v in headers]
         if "trim-headers" in faults:
             headers = [(k, v.strip()) for k, v in headers]
         if "latin1-headers" in faults:
@@ -254,13 +283,14 @@ class Client:
         headers += [(str(k), str(v)) for k, v in (args.get("headers") or {}).items()]
         waiter = self.waiting["CONNECTED"] = asyncio.get_running_loop().create_future()
         self.tasks.append(asyncio.create_task(self.read()))
-        await self.write(self.wire("CONNECT", headers))
+        stomp = "stomp-not-connect" in faults and version != "1.0"
+        await self.write(self.wire("STOMP" if stomp else "CONNECT", headers))
         connected = await asyncio.wait_for(waiter, 10)
-        self.version = connected.get("version") or "1.0"
+        self.version = (connected.get("version") or "1.0").rstrip("\r")
         self.parser.version = self.version  # type: ignore[assignment]
-        if "crlf-not-eol" in faults and self.version == "1.2":
+        if faults & {"crlf-not-eol", "no-cr-escape"} and self.version == "1.2":
             self.parser.version = "1.1"
-        if "raw-header-names" in faults:
+        if faults & {"raw-header-names", "backslash-escape-greedy"}:
             self.parser.version = "1.0"  # values are unescaped in `decoded`, names not
         if "escape-v10" in faults and self.version == "1.0":
             self.parser.version = "1.1"
@@ -278,6 +308,8 @@ class Client:
         (cx, cy), (sx, sy) = map(int, mine.groups()), map(int, theirs.groups())
         if "beat-regardless" in self.faults:
             sy = sy or cx
+        if "beat-when-offered-zero" in self.faults:
+            cx = cx or sy
         if cx and sy and "no-heartbeats" not in self.faults:
             every = max(cx, sy) / 1000 * (3 if "slow-heartbeats" in self.faults else 1)
             self.tasks.append(asyncio.create_task(self.beat(every)))
@@ -328,6 +360,7 @@ class Client:
             await self.frame("UNSUBSCRIBE", headers)
         elif op in ("ack", "nack"):
             message = self.messages[int(args["message"])]
+            self.settled.add(int(args["message"]))
             if op == "ack" and "no-ack-in-client-mode" in self.faults and \
                     self.ack_mode(message) == "client":
                 return
@@ -336,6 +369,10 @@ class Client:
         elif op in ("begin", "commit", "abort"):
             await self.transaction(op, str(args["transaction"]))
         elif op == "disconnect":
+            if "ack-unacked-on-disconnect" in self.faults:
+                for n, message in enumerate(self.messages):
+                    if n not in self.settled and self.ack_mode(message) != "auto":
+                        await self.frame("ACK", self.ack_headers("ACK", message, None))
             await self.frame("DISCONNECT", [], receipt=bool(args.get("receipt")))
             await self.hang_up()
         else:
