@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from conformance import __version__
+from conformance.clients.driver_heartbeats import HeartBeating
 from conformance.clients.faults import CLIENT_FAULTS, check
 from conformance.codec import (
     Frame,
@@ -30,7 +31,7 @@ from conformance.codec import (
     escape,
     unescape,
 )
-from conformance.spec.grammar import BODY_COMMANDS, HEART_BEAT, UNESCAPED_COMMANDS
+from conformance.spec.grammar import BODY_COMMANDS, UNESCAPED_COMMANDS
 from conformance.wire.stream import Transport, TransportError
 from conformance.wire.transport import open_transport, parse_broker
 
@@ -42,9 +43,6 @@ def emit(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-#: How many negotiated intervals without data from the server make the connection dead
-#: (the error margin a heart-beat receiver SHOULD allow).
-TOLERANCE = 2.0
 #: The writing faults the codec's `encode` cannot express: their frames go through `raw`.
 RAW_WRITING = frozenset({"crlf-eols", "newline-body", "no-nul-after-body", "escape-connect",
                          "no-send-escape", "escape-v10", "count-characters",
@@ -53,7 +51,7 @@ RAW_WRITING = frozenset({"crlf-eols", "newline-body", "no-nul-after-body", "esca
 GREEDY = (("\\n", "\n"), ("\\r", "\r"), ("\\c", ":"), ("\\\\", "\\"))
 
 
-class Client:
+class Client(HeartBeating):
     def __init__(self, faults: set[str]) -> None:
         self.faults = faults
         self.transport: Transport | None = None
@@ -297,50 +295,6 @@ class Client:
         self.start_heartbeats(args.get("heart_beat"), connected.get("heart-beat"))
         emit("connected", headers=[[k, v] for k, v in connected.headers])
         return {}
-
-    def start_heartbeats(self, offered: Any, answered: str | None) -> None:
-        mine = HEART_BEAT.match(str(offered or "0,0"))
-        if answered is None and "missing-heart-beat-mirrors-offer" in self.faults and mine:
-            answered = f"{mine.group(2)},{mine.group(1)}"
-        theirs = HEART_BEAT.match(answered or "0,0")
-        if not (mine and theirs) or self.version == "1.0":
-            return
-        (cx, cy), (sx, sy) = map(int, mine.groups()), map(int, theirs.groups())
-        if "beat-regardless" in self.faults:
-            sy = sy or cx
-        if "beat-when-offered-zero" in self.faults:
-            cx = cx or sy
-        if cx and sy and "no-heartbeats" not in self.faults:
-            every = max(cx, sy) / 1000 * (3 if "slow-heartbeats" in self.faults else 1)
-            self.tasks.append(asyncio.create_task(self.beat(every)))
-        if sx and cy:
-            self.server_beats = True
-            margin = 0.9 if "heartbeat-no-tolerance" in self.faults else TOLERANCE
-            self.tasks.append(asyncio.create_task(self.watch(max(sx, cy) / 1000 * margin)))
-
-    async def beat(self, every: float) -> None:
-        loop = asyncio.get_running_loop()
-        while self.transport is not None and not self.transport.closed:
-            # a beat is due `every` seconds after the last data written, ahead by a margin
-            wait = self.last_write + every * 0.8 - loop.time()
-            if wait <= 0:
-                try:
-                    await self.write(b"\n")
-                except TransportError:  # the connection is gone: the reader says so
-                    return
-            else:
-                await asyncio.sleep(wait)
-
-    async def watch(self, limit: float) -> None:
-        """Take the connection as dead after `limit` seconds without data from the server."""
-        loop = asyncio.get_running_loop()
-        while self.transport is not None and not self.transport.closed:
-            wait = self.last_read + limit - loop.time()
-            if wait <= 0:
-                print(f"no data from the server for {limit * 1000:.0f} ms", file=sys.stderr)
-                await self.transport.close()  # the reader then says the connection ended
-                return
-            await asyncio.sleep(wait)
 
     async def command(self, op: str, args: dict[str, Any]) -> None:
         if op == "connect":
