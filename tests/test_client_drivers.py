@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
@@ -36,19 +37,22 @@ NODE_MODULES = ROOT / "drivers" / "node" / "node_modules"
 class Shipped:
     """A driver as shipped (drivers/shipped.yaml): its script under drivers/ (none: the
     reference driver), the package it drives (PyPI or npm), the name its `ready` gives, its
-    profile, and the transport it runs over."""
+    profile, the transport it runs over, and the arguments of a named configuration (none:
+    the library's defaults)."""
 
     script: str
     package: str
     library: str
     profile: str | None
     transport: str = "tcp"
+    args: tuple[str, ...] = ()
 
     def command(self) -> str:
         if not self.script:
             return REFERENCE_DRIVER
         runtime = sys.executable if self.script.endswith(".py") else shutil.which("node")
-        return f"{runtime} {ROOT / 'drivers' / self.script}"
+        return " ".join([f"{runtime} {ROOT / 'drivers' / self.script}",
+                         *([shlex.join(self.args)] if self.args else [])])
 
     def installed_version(self) -> str:
         """The version installed; skips (fails in CI) with the reason when it is not."""
@@ -72,14 +76,21 @@ class Shipped:
 
 #: drivers/shipped.yaml: each shipped driver, its library, profile and transports
 SHIPPED = yaml.safe_load((ROOT / "drivers" / "shipped.yaml").read_text("utf-8"))
-#: a row per driver and transport its library speaks (`NAME` over TCP, `NAME-ws` over
-#: WebSocket), but the reference driver over TCP, which tests/test_clients.py runs
+#: a row per driver and transport its library speaks by default (`NAME` over TCP, `NAME-ws`
+#: over WebSocket), but the reference driver over TCP, which tests/test_clients.py runs, and
+#: one per named configuration and its transports (`NAME-CONFIGURATION[-ws]`)
 DRIVERS = {entry["name"] + ("-ws" if transport == "ws" else ""): Shipped(
     entry.get("script", ""), entry["package"], entry["library"], entry.get("profile"), transport)
     for entry in SHIPPED for transport in entry["transports"]
-    if "script" in entry or transport != "tcp"}
-#: drivers whose library has no WebSocket transport
-TCP_ONLY = [entry["name"] for entry in SHIPPED if "ws" not in entry["transports"]]
+    if "script" in entry or transport != "tcp"} | {
+    f"{entry['name']}-{conf['name']}" + ("-ws" if transport == "ws" else ""): Shipped(
+        entry.get("script", ""), entry["package"], entry["library"], entry.get("profile"),
+        transport, tuple(conf["args"]))
+    for entry in SHIPPED for conf in entry.get("configurations", [])
+    for transport in conf["transports"]}
+#: drivers whose library has no WebSocket transport, in any configuration
+TCP_ONLY = [entry["name"] for entry in SHIPPED if "ws" not in entry["transports"] and not any(
+    "ws" in conf["transports"] for conf in entry.get("configurations", []))]
 
 
 def test_every_shipped_client_profile_has_a_driver_and_none_is_a_broker_profile() -> None:

@@ -49,15 +49,23 @@ def test_the_clients_are_the_shipped_drivers() -> None:
     shipped = yaml.safe_load((ROOT / "drivers" / "shipped.yaml").read_text("utf-8"))
     # a column per driver and transport, in drivers/shipped.yaml's order, named for its
     # profile (the reference driver, which has none: for its library), with the transport
-    # where the library speaks two, its driver the shipped script
+    # where the library speaks two or has named configurations, its driver the shipped
+    # script; then one per named configuration and transport, its arguments after the script
     expected, scripts = [], []
     for entry in shipped:
         name = entry.get("profile") or entry["library"]
+        script = f"drivers/{entry['script']}" if "script" in entry \
+            else "-m conformance.clients.driver"
+        several = len(entry["transports"]) > 1 or entry.get("configurations")
         for transport in entry["transports"]:
-            expected.append((f"{name} ({transport})" if len(entry["transports"]) > 1 else name,
+            expected.append((f"{name} ({transport})" if several else name,
                              entry.get("profile"), entry["library"], transport))
-            scripts.append(f"drivers/{entry['script']}" if "script" in entry
-                           else "-m conformance.clients.driver")
+            scripts.append(script)
+        for configuration in entry.get("configurations", []):
+            for transport in configuration["transports"]:
+                expected.append((f"{name} {configuration['name']} ({transport})",
+                                 entry.get("profile"), entry["library"], transport))
+                scripts.append(" ".join([script, *configuration["args"]]))
     clients = data["clients"]
     assert [(c["name"], c["profile"], c["library"], c["transport"]) for c in clients] \
         == expected, STALE

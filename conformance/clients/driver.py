@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from conformance import __version__
+from conformance.clients.driver_heartbeats import HeartBeating
 from conformance.clients.faults import CLIENT_FAULTS, check
 from conformance.codec import (
     Frame,
@@ -30,7 +31,7 @@ from conformance.codec import (
     escape,
     unescape,
 )
-from conformance.spec.grammar import BODY_COMMANDS, HEART_BEAT, UNESCAPED_COMMANDS
+from conformance.spec.grammar import BODY_COMMANDS, UNESCAPED_COMMANDS
 from conformance.wire.stream import Transport, TransportError
 from conformance.wire.transport import open_transport, parse_broker
 
@@ -42,16 +43,15 @@ def emit(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-#: How many negotiated intervals without data from the server make the connection dead
-#: (the error margin a heart-beat receiver SHOULD allow).
-TOLERANCE = 2.0
 #: The writing faults the codec's `encode` cannot express: their frames go through `raw`.
 RAW_WRITING = frozenset({"crlf-eols", "newline-body", "no-nul-after-body", "escape-connect",
                          "no-send-escape", "escape-v10", "count-characters",
-                         "no-content-length"})
+                         "no-content-length", "names-not-escaped"})
+#: backslash-escape-greedy's decoding: each escape replaced in turn, \\ last
+GREEDY = (("\\n", "\n"), ("\\r", "\r"), ("\\c", ":"), ("\\\\", "\\"))
 
 
-class Client:
+class Client(HeartBeating):
     def __init__(self, faults: set[str]) -> None:
         self.faults = faults
         self.transport: Transport | None = None
@@ -69,6 +69,11 @@ class Client:
         self.first: dict[str, str] = {}
         #: whether heart-beats from the server were negotiated
         self.server_beats = False
+        #: the messages acknowledged (ack or nack) by the application; the octets of an
+        #: unfinished frame; whether the last read held a CR LF (for the reading faults)
+        self.settled: set[int] = set()
+        self.tail = b""
+        self.crlf_read = False
 
     # -- writing -------------------------------------------------------------------------
 
@@ -115,8 +120,9 @@ class Client:
             escaped = False
         if escaped:
             rules = "1.1" if version == "1.0" else version
-            headers = [(escape(k, rules), escape(v, rules))  # type: ignore[arg-type]
-                       for k, v in headers]
+            raw_names = command == "SEND" and "names-not-escaped" in faults
+            headers = [(k if raw_names else escape(k, rules),  # type: ignore[arg-type]
+                        escape(v, rules)) for k, v in headers]  # type: ignore[arg-type]
         length: int | None = None
         if body and not (command == "SEND" and "no-content-length" in faults):
             length = len(body.decode("utf-8", "replace")) if "count-characters" in faults \
@@ -139,6 +145,11 @@ class Client:
                         and b"content-length" not in data:
                     cut = data.rindex(b"\x00")
                     data = data[:cut].replace(b"\x00", b"") + data[cut:]
+                self.crlf_read = b"\r\n" in data
+                if "crlf-heartbeat-fatal" in self.faults and self.crlf_read \
+                        and not data.strip(b"\r\n"):
+                    print("a CR where a frame must start", file=sys.stderr)
+                    break
                 try:
                     events = self.parser.feed(data)
                 except StompError as error:
@@ -150,6 +161,13 @@ class Client:
                     # a message's unfinished frame dropped (over WebSocket, each receive is
                     # one message's octets)
                     self.parser = Parser(version=self.parser.version, strict=False)
+                self.tail = (self.tail + data)[-self.parser.buffered:] \
+                    if self.parser.buffered else b""
+                if "headers-in-one-read" in self.faults and self.tail \
+                        and b"\n\n" not in self.tail.replace(b"\r\n", b"\n"):
+                    # the head of a frame still arriving is dropped
+                    self.parser = Parser(version=self.parser.version, strict=False)
+                    self.tail = b""
         except TransportError as error:  # a reset: the connection is gone all the same
             print(f"connection lost: {error}", file=sys.stderr)
         await self.transport.close()
@@ -181,6 +199,11 @@ class Client:
     def received(self, frame: Frame) -> None:
         command = frame.command
         frame = frame.replace(headers=self.decoded(frame.headers))
+        if "crlf-kept-outside-message" in self.faults and self.crlf_read and \
+                command != "MESSAGE":
+            frame = frame.replace(headers=[(k, v + "\r") for k, v in frame.headers])
+        if "body-as-text" in self.faults and "content-type" not in frame:
+            frame = frame.replace(body=frame.body.decode("utf-8", "replace").encode())
         if command == "CONNECTED":
             waiter = self.waiting.pop("CONNECTED", None)
             if waiter is not None and not waiter.done():
@@ -207,6 +230,10 @@ class Client:
         faults = self.faults
         if "raw-header-names" in faults and self.version != "1.0":
             headers = [(k, unescape(v, self.version)) for k, v in headers]  # type: ignore[arg-type]
+        if "backslash-escape-greedy" in faults and self.version != "1.0":
+            for escaped, meant in GREEDY:
+                headers = [(k.replace(escaped, meant), v.replace(escaped, meant))
+                           for k, v in headers]
         if "trim-headers" in faults:
             headers = [(k, v.strip()) for k, v in headers]
         if "latin1-headers" in faults:
@@ -254,61 +281,20 @@ class Client:
         headers += [(str(k), str(v)) for k, v in (args.get("headers") or {}).items()]
         waiter = self.waiting["CONNECTED"] = asyncio.get_running_loop().create_future()
         self.tasks.append(asyncio.create_task(self.read()))
-        await self.write(self.wire("CONNECT", headers))
+        stomp = "stomp-not-connect" in faults and version != "1.0"
+        await self.write(self.wire("STOMP" if stomp else "CONNECT", headers))
         connected = await asyncio.wait_for(waiter, 10)
-        self.version = connected.get("version") or "1.0"
+        self.version = (connected.get("version") or "1.0").rstrip("\r")
         self.parser.version = self.version  # type: ignore[assignment]
-        if "crlf-not-eol" in faults and self.version == "1.2":
+        if faults & {"crlf-not-eol", "no-cr-escape"} and self.version == "1.2":
             self.parser.version = "1.1"
-        if "raw-header-names" in faults:
+        if faults & {"raw-header-names", "backslash-escape-greedy"}:
             self.parser.version = "1.0"  # values are unescaped in `decoded`, names not
         if "escape-v10" in faults and self.version == "1.0":
             self.parser.version = "1.1"
         self.start_heartbeats(args.get("heart_beat"), connected.get("heart-beat"))
         emit("connected", headers=[[k, v] for k, v in connected.headers])
         return {}
-
-    def start_heartbeats(self, offered: Any, answered: str | None) -> None:
-        mine = HEART_BEAT.match(str(offered or "0,0"))
-        if answered is None and "missing-heart-beat-mirrors-offer" in self.faults and mine:
-            answered = f"{mine.group(2)},{mine.group(1)}"
-        theirs = HEART_BEAT.match(answered or "0,0")
-        if not (mine and theirs) or self.version == "1.0":
-            return
-        (cx, cy), (sx, sy) = map(int, mine.groups()), map(int, theirs.groups())
-        if "beat-regardless" in self.faults:
-            sy = sy or cx
-        if cx and sy and "no-heartbeats" not in self.faults:
-            every = max(cx, sy) / 1000 * (3 if "slow-heartbeats" in self.faults else 1)
-            self.tasks.append(asyncio.create_task(self.beat(every)))
-        if sx and cy:
-            self.server_beats = True
-            margin = 0.9 if "heartbeat-no-tolerance" in self.faults else TOLERANCE
-            self.tasks.append(asyncio.create_task(self.watch(max(sx, cy) / 1000 * margin)))
-
-    async def beat(self, every: float) -> None:
-        loop = asyncio.get_running_loop()
-        while self.transport is not None and not self.transport.closed:
-            # a beat is due `every` seconds after the last data written, ahead by a margin
-            wait = self.last_write + every * 0.8 - loop.time()
-            if wait <= 0:
-                try:
-                    await self.write(b"\n")
-                except TransportError:  # the connection is gone: the reader says so
-                    return
-            else:
-                await asyncio.sleep(wait)
-
-    async def watch(self, limit: float) -> None:
-        """Take the connection as dead after `limit` seconds without data from the server."""
-        loop = asyncio.get_running_loop()
-        while self.transport is not None and not self.transport.closed:
-            wait = self.last_read + limit - loop.time()
-            if wait <= 0:
-                print(f"no data from the server for {limit * 1000:.0f} ms", file=sys.stderr)
-                await self.transport.close()  # the reader then says the connection ended
-                return
-            await asyncio.sleep(wait)
 
     async def command(self, op: str, args: dict[str, Any]) -> None:
         if op == "connect":
@@ -328,6 +314,7 @@ class Client:
             await self.frame("UNSUBSCRIBE", headers)
         elif op in ("ack", "nack"):
             message = self.messages[int(args["message"])]
+            self.settled.add(int(args["message"]))
             if op == "ack" and "no-ack-in-client-mode" in self.faults and \
                     self.ack_mode(message) == "client":
                 return
@@ -336,6 +323,10 @@ class Client:
         elif op in ("begin", "commit", "abort"):
             await self.transaction(op, str(args["transaction"]))
         elif op == "disconnect":
+            if "ack-unacked-on-disconnect" in self.faults:
+                for n, message in enumerate(self.messages):
+                    if n not in self.settled and self.ack_mode(message) != "auto":
+                        await self.frame("ACK", self.ack_headers("ACK", message, None))
             await self.frame("DISCONNECT", [], receipt=bool(args.get("receipt")))
             await self.hang_up()
         else:

@@ -33,6 +33,9 @@ CLIENT_FAULTS: Final[dict[str, tuple[str, str]]] = {
                         "writes no content-type for a text body the application gave"),
     "bad-content-type": ("content-type.mime-type",
                          "labels a text body content-type:text, which is not a MIME type"),
+    "names-not-escaped": ("value-encoding.encode-escapes",
+                          "escapes the values of SEND's headers but writes their names as "
+                          "they are"),
     # -- what it writes: the headers each frame requires -----------------------------------
     "no-accept-version": ("negotiation.accept-version-required",
                           "sends CONNECT without accept-version"),
@@ -74,6 +77,11 @@ CLIENT_FAULTS: Final[dict[str, tuple[str, str]]] = {
                                   "writes ABORT without its transaction header"),
     "reused-transaction-id": ("begin.unique-transaction",
                               "names every transaction it begins with the id of its first"),
+    "stomp-not-connect": ("connect.client-prefers-connect",
+                          "connects with a STOMP frame at 1.1 and 1.2, not CONNECT"),
+    "ack-unacked-on-disconnect": ("subscribe-ack.nack-unprocessed",
+                                  "ACKs the messages the application left unacknowledged "
+                                  "before it sends DISCONNECT"),
     "frames-after-disconnect": ("disconnect.no-frames-after",
                                 "unsubscribes its subscriptions after sending DISCONNECT"),
     # -- heart-beats ------------------------------------------------------------------------
@@ -83,6 +91,11 @@ CLIENT_FAULTS: Final[dict[str, tuple[str, str]]] = {
                         "sends heart-beats at three times the negotiated interval"),
     "beat-regardless": ("heart-beating.none-if-zero",
                         "sends heart-beats every cx ms even when CONNECTED's sy is 0"),
+    "beat-when-offered-zero": ("heart-beating.none-if-zero",
+                               "sends heart-beats every sy ms when its CONNECT offered cx=0"),
+    "crlf-heartbeat-fatal": ("heart-beating.send-eol",
+                             "takes a CR LF heart-beat as a broken frame and drops the "
+                             "connection"),
     "missing-heart-beat-mirrors-offer": ("heart-beating.missing-header",
                                          "takes a CONNECTED without heart-beat as agreeing to "
                                          "its own offer"),
@@ -111,6 +124,20 @@ CLIENT_FAULTS: Final[dict[str, tuple[str, str]]] = {
                        "decodes header values as Latin-1, not UTF-8"),
     "crlf-not-eol": ("frames.eol-cr-optional",
                      "reads a CR before LF as part of the line (as STOMP 1.1 does)"),
+    "crlf-kept-outside-message": ("frames.eol-cr-optional",
+                                  "reads CR LF as an EOL in MESSAGE frames only: CONNECTED, "
+                                  "RECEIPT and ERROR header values keep the CR"),
+    "headers-in-one-read": ("frames.frame-grammar",
+                            "drops a frame whose command and header lines are cut across "
+                            "reads"),
+    "body-as-text": ("content-type.binary-blob-default",
+                     "hands the application a body without content-type decoded as UTF-8 "
+                     "(octets that are not UTF-8 replaced)"),
+    "backslash-escape-greedy": ("value-encoding.decode-escapes",
+                                "decodes escapes one kind after another, \\n before \\\\: "
+                                "an escaped backslash followed by n becomes a newline"),
+    "no-cr-escape": ("value-encoding.decode-escapes",
+                     "knows only 1.1's escapes: 1.2's \\r is undefined to it, a fatal error"),
     "raw-header-names": ("value-encoding.decode-escapes",
                          "decodes the escapes of header values but not of header names"),
     "lenient-escapes": ("value-encoding.undefined-escape-fatal",

@@ -119,14 +119,18 @@ async def step_handshake(run: ClientRun, args: dict[str, Any] | None) -> None:
         raise StepFailed(f"a CONNECT a STOMP {run.version} broker serves",
                          f"one it refuses: {said.refused}",
                          statements=(said.breaks,) if said.breaks else ())
+    eol = b"\r\n" if args.get("eol") == "CRLF" else b"\n"
     for frame in said.frames:
         if offered == "none":
             frame = frame.replace(headers=[h for h in frame.headers if h[0] != "heart-beat"])
-        await conn.send(frame_bytes(frame, conn.version, NO_FAULTS))
+        await conn.send(frame_bytes(frame, conn.version, NO_FAULTS) if eol == b"\n" else
+                        encode(frame, version=conn.version, eol=eol))  # type: ignore[arg-type]
     if not said.connected:
         raise StepFailed(f"a CONNECT offering STOMP {run.version}",
                          f"accept-version {event.get('accept-version')!r}")
     run.server_heart_beat = (sx, sy) if conn.version != "1.0" else (0, 0)
+    if event.command == "STOMP" and "stomp" in args:  # served, graded as the case says
+        run.grade(Outcome(args["stomp"]), "the client connected with STOMP, not CONNECT")
 
 
 def _checks(run: ClientRun, statement: str) -> bool:
@@ -149,8 +153,9 @@ async def step_reply(run: ClientRun, args: dict[str, Any]) -> None:
     """A frame to the client, encoded for the session's version (headers escaped, except in
     CONNECTED), content-length added to a body unless the case says not."""
     conn = run.connection()
-    frame = Frame(args["command"], run.headers(args.get("headers")),
-                  run.substitute(args.get("body", "")).encode("utf-8", "surrogatepass"))
+    body = bytes.fromhex(args["body_hex"]) if "body_hex" in args else \
+        run.substitute(args.get("body", "")).encode("utf-8", "surrogatepass")
+    frame = Frame(args["command"], run.headers(args.get("headers")), body)
     eol = b"\r\n" if args.get("eol") == "CRLF" else b"\n"
     try:
         data = encode(frame, version=conn.version, eol=eol,  # type: ignore[arg-type]
@@ -161,9 +166,20 @@ async def step_reply(run: ClientRun, args: dict[str, Any]) -> None:
     await conn.send(data)
 
 
+#: The pause between the octets of a `bytewise` raw step, so that each is a read of its own.
+BYTEWISE_PAUSE = 0.003
+
+
 async def step_raw(run: ClientRun, args: dict[str, Any]) -> None:
+    """Octets to the client: in one write, or with `bytewise` one write per octet (over
+    WebSocket, one message each), so that the frame is cut across reads at every offset."""
     data = run.substitute(args.get("data", "")).encode() + bytes.fromhex(args.get("hex", ""))
-    await run.connection().send(data)
+    if not args.get("bytewise"):
+        await run.connection().send(data)
+        return
+    for octet in range(len(data)):
+        await run.connection().send(data[octet:octet + 1])
+        await asyncio.sleep(BYTEWISE_PAUSE)
 
 
 def event_mismatch(event: dict[str, Any], args: dict[str, Any], run: ClientRun) -> str | None:
@@ -176,6 +192,8 @@ def event_mismatch(event: dict[str, Any], args: dict[str, Any], run: ClientRun) 
     for name, matcher in (args.get("headers") or {}).items():
         if not matches(matcher, headers.get(name), run):
             return f"header {name} {show_matcher(matcher)}"
+    if "body_hex" in args and event_body(event) != bytes.fromhex(args["body_hex"]):
+        return f"body (hex) {args['body_hex']}"
     if "body" in args:
         body = event_body(event)
         if not matches(args["body"], body.decode("utf-8", "replace") if body else None, run):
@@ -194,14 +212,16 @@ def describe_event(event: dict[str, Any] | None, within: float) -> str:
         return f"no event within {within:g} s"
     shown = {k: v for k, v in event.items() if k != "body_b64"}
     if "body_b64" in event:
-        shown["body"] = event_body(event)[:60].decode("utf-8", "replace")
+        body = event_body(event)[:60]
+        shown["body"] = body.decode() if body.isascii() else body.hex()
     return f"{event['event']} event {str(shown)[:300]}"
 
 
 def describe_wanted(args: dict[str, Any], run: ClientRun) -> str:
     parts = [f"a {args['event']} event"]
     parts += [f"{n} {show_matcher(m)}" for n, m in (args.get("headers") or {}).items()]
-    parts += [f"{k} {show_matcher(args[k])}" for k in ("op", "body", "id") if k in args]
+    parts += [f"{k} {show_matcher(args[k])}" for k in ("op", "body", "body_hex", "id")
+              if k in args]
     return run.substitute(" ".join(parts))
 
 
@@ -329,12 +349,13 @@ async def step_send_heartbeats(run: ClientRun, args: dict[str, Any] | None) -> N
                   f"CONNECT asked cy={cy}")
         return
     every = max(sx, cy) / 1000
+    eol = b"\r\n" if (args or {}).get("eol") == "CRLF" else b"\n"
     start = time.monotonic()
     stop = start + min(every * (args or {}).get("intervals", 4), MAX_HEARTBEAT_WINDOW)
     sent: list[float] = []
     while time.monotonic() < stop and conn.closed is None:
         sent.append(run.clock())
-        await conn.send(b"\n")
+        await conn.send(eol)
         # each EOL due on the interval's beat from the start: a late one makes no drift
         await asyncio.sleep(max(0.0, start + len(sent) * every - time.monotonic()))
     if conn.closed is None:

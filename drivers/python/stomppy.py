@@ -1,8 +1,16 @@
 """A driver (cases/clients/README.md) for stomp.py: its Connection10/11/12 with a listener
-reporting what the library hands the application."""
+reporting what the library hands the application.
+
+    python stomppy.py [--ws-subprotocol NAME]
+
+By default stomp.py runs as its users get it. `--ws-subprotocol` is a named configuration
+(drivers/shipped.yaml): the Sec-WebSocket-Protocol its WSStompConnection offers through
+its `header` argument, which stomp.py needs to reach a broker negotiating STOMP over
+WebSocket, since it offers none of its own."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from importlib.metadata import version as installed
@@ -36,7 +44,7 @@ class Listener(stomp.ConnectionListener):
         emit("disconnected")
 
 
-def connection(c: dict[str, Any]) -> Any:
+def connection(c: dict[str, Any], subprotocol: str | None) -> Any:
     """The connection class of the version asked, over TCP or WebSocket."""
     version = str(c.get("version", "1.2"))
     scheme, host, port, path = endpoint(str(c["url"]), ("tcp", "ws"))
@@ -50,15 +58,18 @@ def connection(c: dict[str, Any]) -> Any:
     if version != "1.2":  # its WSStompConnection is a StompConnection12
         raise Unsupported(f"STOMP {version} over WebSocket (WSStompConnection speaks 1.2 only)")
     # WSStompConnection offers no STOMP subprotocol of its own (websocket-client's
-    # create_connection is called without subprotocols): the driver offers v12.stomp
-    # through its `header` argument, the handshake headers an application may add
+    # create_connection is called without subprotocols): only the ws-subprotocol
+    # configuration offers one, through its `header` argument, the handshake headers an
+    # application may add
+    header = {"Sec-WebSocket-Protocol": subprotocol} if subprotocol else None
     return stomp.WSStompConnection([(host, port)], ws_path=path, reconnect_attempts_max=1,
-                                   header={"Sec-WebSocket-Protocol": "v12.stomp"}, **kwargs)
+                                   header=header, **kwargs)
 
 
-def run(conn: Any, listener: Listener, op: str, c: dict[str, Any]) -> Any:
+def run(conn: Any, listener: Listener, op: str, c: dict[str, Any],
+        subprotocol: str | None = None) -> Any:
     if op == "connect":
-        conn = connection(c)
+        conn = connection(c, subprotocol)
         conn.set_listener("driver", listener)
         conn.connect(c.get("login"), c.get("passcode"), wait=True)
         return conn
@@ -95,11 +106,15 @@ def run(conn: Any, listener: Listener, op: str, c: dict[str, Any]) -> Any:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ws-subprotocol", metavar="NAME",
+                        help="the Sec-WebSocket-Protocol header WSStompConnection sends")
+    subprotocol = parser.parse_args().ws_subprotocol
     emit("ready", library="stomp.py", version=installed("stomp-py"))
     conn, listener = None, Listener()
     for op, command in commands():
         try:
-            conn = run(conn, listener, op, command)
+            conn = run(conn, listener, op, command, subprotocol)
         except Exception as error:  # the library's refusal, reported as the contract says
             answer(op, error)
         else:
