@@ -96,6 +96,8 @@ TCP_ONLY = [entry["name"] for entry in SHIPPED if "ws" not in entry["transports"
 def test_every_shipped_client_profile_has_a_driver_and_none_is_a_broker_profile() -> None:
     assert sorted({d.profile for d in DRIVERS.values() if d.profile}) == shipped_clients()
     assert not set(shipped_clients()) & set(shipped())
+    # each names the language its users write, which the comparison groups columns by
+    assert all(isinstance(entry.get("language"), str) and entry["language"] for entry in SHIPPED)
     for name in shipped_clients():
         assert load_profile(name, clients=True).name == name
 

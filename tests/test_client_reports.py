@@ -234,6 +234,12 @@ def test_compare_names_a_client_column_for_its_profile_and_transport(
         report["client"]["profile"] = "client-x"
     names = [c["name"] for c in compare_json(compare([tcp, ws], ["a", "b"]))["clients"]]
     assert names == ["client-x (tcp)", "client-x (ws)"]
+    # reports/refresh names each column for its library, version, language and transport
+    given = {"a": "x 1.0 (Python, tcp)", "b": "x 1.0 (Python, ws)"}
+    named = compare_json(compare([tcp, ws], ["a", "b"], names=given))["clients"]
+    assert [c["name"] for c in named] == ["x 1.0 (Python, tcp)", "x 1.0 (Python, ws)"]
+    with pytest.raises(ValueError, match="no report compared"):
+        compare([tcp], ["a"], names={"c": "x"})
 
 
 def test_compare_refuses_brokers_and_clients_together(runs: dict[str, Path],

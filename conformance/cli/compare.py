@@ -30,14 +30,27 @@ def add(verbs: Verbs) -> None:
     matrix.add_argument("--not-run", metavar="NAME=REASON", type=_not_run, action="append",
                         default=[], help="name a broker (or client) that could not be run, "
                                          "and why (repeatable); the outputs say so")
+    matrix.add_argument("--name", metavar="REPORT.json=NAME", type=_named, action="append",
+                        default=[], help="name the column of a report given (repeatable): "
+                                         "reports/refresh names a client library's for its "
+                                         "library, version, language and transport; a column "
+                                         "not named is named for its profile")
     matrix.set_defaults(run=compare_command)
 
 
-def _not_run(value: str) -> tuple[str, str]:
+def _pair(value: str, shape: str) -> tuple[str, str]:
     name, sep, reason = value.partition("=")
     if not sep or not name.strip() or not reason.strip():
-        raise argparse.ArgumentTypeError(f"expected NAME=REASON, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected {shape}, got {value!r}")
     return name.strip(), reason.strip()
+
+
+def _not_run(value: str) -> tuple[str, str]:
+    return _pair(value, "NAME=REASON")
+
+
+def _named(value: str) -> tuple[str, str]:
+    return _pair(value, "REPORT.json=NAME")
 
 
 def compare_command(args: argparse.Namespace) -> Exit:
@@ -46,7 +59,7 @@ def compare_command(args: argparse.Namespace) -> Exit:
     except ReportFileError as error:
         return fail(Exit.USAGE, str(error))
     try:
-        matrix = compare(reports, args.reports, not_run=args.not_run)
+        matrix = compare(reports, args.reports, not_run=args.not_run, names=dict(args.name))
     except ValueError as error:
         return fail(Exit.USAGE, str(error))
     outputs: list[tuple[str | None, Callable[[], bytes]]] = [

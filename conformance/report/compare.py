@@ -13,7 +13,7 @@ comparison says what it lacks instead of leaving a column out silently."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -132,12 +132,16 @@ def _detail(report: dict[str, Any]) -> str:
     return str(report["broker"]["server"] or "")
 
 
-def column_names(reports: list[dict[str, Any]], sources: list[str]) -> list[str]:
-    """A column name per report: its profile (a broker's server header, or a client's
-    library, when it has none); where two share a name, the transport (the same broker, or
-    library, over TCP and WebSocket), then the server header (a client's library and
-    version), then the file name, then a number tells them apart."""
-    names = [view.one_line(_own_name(r, s), limit=NAME)
+def column_names(reports: list[dict[str, Any]], sources: list[str],
+                 given: Mapping[str, str] | None = None) -> list[str]:
+    """A column name per report: the one `given` for its source (reports/refresh names a
+    client library's column for its library, version, language and transport), else its
+    profile (a broker's server header, or a client's library, when it has none); where two
+    share a name, the transport (the same broker, or library, over TCP and WebSocket), then
+    the server header (a client's library and version), then the file name, then a number
+    tells them apart."""
+    given = given or {}
+    names = [view.one_line(given.get(s) or _own_name(r, s), limit=NAME)
              for r, s in zip(reports, sources, strict=True)]
     extras = ([transport(r) for r in reports],
               [view.one_line(_detail(r), limit=NAME) for r in reports],
@@ -160,10 +164,17 @@ def _note(case: dict[str, Any]) -> str:
 
 
 def compare(reports: list[dict[str, Any]], sources: list[str], *,
-            not_run: Sequence[tuple[str, str]] = ()) -> Matrix:
-    """The matrix of `reports` (loaded JSON reports; `sources` name their files);
-    `not_run` names the brokers (or clients) that could not be run, with why. ValueError
-    when some reports are of brokers and some of client libraries."""
+            not_run: Sequence[tuple[str, str]] = (),
+            names: Mapping[str, str] | None = None) -> Matrix:
+    """The matrix of `reports` (loaded JSON reports; `sources` name their files), their
+    columns in the order given; `not_run` names the brokers (or clients) that could not be
+    run, with why; `names` a column's name by its source, where the caller chooses it.
+    ValueError when some reports are of brokers and some of client libraries, or a name is
+    given for no report."""
+    unknown = sorted(set(names or {}) - set(sources))
+    if unknown:
+        raise ValueError(f"a column name given for {', '.join(unknown)}, which is no report "
+                         "compared")
     parties = [view.party(r) for r in reports]
     if len(set(parties)) > 1:
         client = sources[parties.index("client")]
@@ -179,7 +190,7 @@ def compare(reports: list[dict[str, Any]], sources: list[str], *,
                         tuple(cases[key]["outcome"] if key in cases else None
                               for cases in by_key),
                         tuple(_note(cases[key]) if key in cases else "" for cases in by_key)))
-    return Matrix(tuple(column_names(reports, sources)), tuple(reports), tuple(rows),
+    return Matrix(tuple(column_names(reports, sources, names)), tuple(reports), tuple(rows),
                   tuple(not_run), parties[0] if parties else "broker")
 
 
