@@ -34,6 +34,18 @@ function body(command) {
   return Buffer.from(String(command.body ?? ''), 'utf8');
 }
 
+/** A command's body as text, for a library that sends text only: `body`, or `body_b64`
+ * when its octets are UTF-8; Unsupported for octets that are not (`library` names it). */
+function text(command, library) {
+  if (!('body_b64' in command)) return String(command.body ?? '');
+  const octets = body(command);
+  const decoded = octets.toString('utf8');
+  if (!Buffer.from(decoded, 'utf8').equals(octets)) {
+    throw new Unsupported(`a body of octets that are not UTF-8: ${library} sends text only`);
+  }
+  return decoded;
+}
+
 /** The url's scheme, host, port and path; Unsupported for a scheme not in `schemes`. */
 function endpoint(url, schemes = ['tcp']) {
   const parts = new URL(String(url));
@@ -107,4 +119,4 @@ function serve(library, version, run) {
   input.on('close', () => process.exit(0));
 }
 
-module.exports = { Unsupported, b64, body, emit, endpoint, heartBeat, installed, serve };
+module.exports = { Unsupported, b64, body, emit, endpoint, heartBeat, installed, serve, text };
