@@ -82,7 +82,7 @@ class Shipped:
                 why = f"{self.package} is not installed (pip install -e '.[test]')"
         elif (runtime := RUNTIMES[Path(self.script).suffix]) != "node":
             if shutil.which(runtime) is None or (found := debian_version(self.package)) is None:
-                why = f"{runtime} or {self.package} is not installed (.ci/install test puts them in)"
+                why = f"{runtime} or {self.package} is not installed (.ci/install test)"
             else:
                 return found
         elif shutil.which("node") is None:
