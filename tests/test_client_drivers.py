@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
@@ -31,6 +32,21 @@ from conformance.wire.websocket import SUBPROTOCOL_VERSIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_MODULES = ROOT / "drivers" / "node" / "node_modules"
+#: the interpreter of a driver script by its suffix; those of Ruby, Perl and PHP drive a
+#: library installed from Debian (its package named in drivers/shipped.yaml)
+RUNTIMES = {".js": "node", ".rb": "ruby", ".pl": "perl", ".php": "php"}
+
+
+def debian_version(package: str) -> str | None:
+    """The upstream version of an installed Debian package (no epoch, no Debian revision);
+    None when it is not installed."""
+    if shutil.which("dpkg-query") is None:
+        return None
+    shown = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Status} ${Version}", package],
+                           capture_output=True, text=True, check=False).stdout.split()
+    if len(shown) != 2 or shown[0] != "installed":
+        return None
+    return shown[1].split(":", 1)[-1].rsplit("-", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -50,7 +66,8 @@ class Shipped:
     def command(self) -> str:
         if not self.script:
             return REFERENCE_DRIVER
-        runtime = sys.executable if self.script.endswith(".py") else shutil.which("node")
+        suffix = Path(self.script).suffix
+        runtime = sys.executable if suffix == ".py" else shutil.which(RUNTIMES[suffix])
         return " ".join([f"{runtime} {ROOT / 'drivers' / self.script}",
                          *([shlex.join(self.args)] if self.args else [])])
 
@@ -63,6 +80,11 @@ class Shipped:
                 return installed(self.package)
             except PackageNotFoundError:
                 why = f"{self.package} is not installed (pip install -e '.[test]')"
+        elif (runtime := RUNTIMES[Path(self.script).suffix]) != "node":
+            if shutil.which(runtime) is None or (found := debian_version(self.package)) is None:
+                why = f"{runtime} or {self.package} is not installed (.ci/install test)"
+            else:
+                return found
         elif shutil.which("node") is None:
             why = "node is not installed (.ci/install test puts it in)"
         elif not (package := NODE_MODULES / self.package / "package.json").is_file():
