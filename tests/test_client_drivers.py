@@ -176,7 +176,7 @@ def test_a_library_without_websocket_answers_a_ws_url_unsupported(
     shipped_driver.installed_version()
     report_path = tmp_path / "report.json"
     code = main(["clients", "--driver", shipped_driver.command(), "--transport", "ws",
-                 "-k", "clients.send", "--json", str(report_path)])
+                 "-k", "clients.send.receipt", "--json", str(report_path)])
     cases = json.loads(report_path.read_text())["cases"]
     assert code == 0 and cases and {c["outcome"] for c in cases} == {"unsupported"}
     assert any("unsupported: url 'ws://127.0.0.1:" in c["message"] for c in cases)

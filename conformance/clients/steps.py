@@ -383,6 +383,15 @@ async def step_expect_close(run: ClientRun, args: dict[str, Any] | None) -> None
                          describe(event, within))
 
 
+async def step_expect_open(run: ClientRun, seconds: float) -> None:
+    """The client keeps the connection open and sends nothing for `seconds` (a client
+    awaiting the RECEIPT of its DISCONNECT, say)."""
+    event = await run.next_frame(seconds)
+    if event is not None:
+        raise StepFailed(f"the connection kept open and quiet for {seconds:g} s",
+                         describe(event, seconds))
+
+
 async def step_close(run: ClientRun, args: dict[str, Any] | None) -> None:
     """Drop the client's connection: a reset with `abort`, else a clean close."""
     await run.connection().close(abort=bool((args or {}).get("abort")))
@@ -399,5 +408,5 @@ STEPS: dict[str, Callable[[ClientRun, Any], Awaitable[None]]] = {
     "expect_event": step_expect_event, "expect_any": step_expect_any,
     "expect_heartbeats": step_expect_heartbeats, "send_heartbeats": step_send_heartbeats,
     "expect_close": step_expect_close,
-    "close": step_close, "sleep": step_sleep,
+    "close": step_close, "sleep": step_sleep, "expect_open": step_expect_open,
 }
