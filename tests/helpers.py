@@ -16,6 +16,7 @@ from pathlib import Path
 from conformance.codec import Frame, Heartbeat, Parser, StompError
 from conformance.profiles import load_profile
 from conformance.report.compare import MARKS, MISSING
+from conformance.report.markdown import cell
 from conformance.runner.engine import Engine
 from conformance.runner.events import RunEvent
 from conformance.runner.results import CaseResult
@@ -129,7 +130,7 @@ def check_comparison_files(stem: str, columns: str, runs: int) -> None:
     assert re.search(rf"^\*\*\d+ of {runs} case runs differ(; \d+ (is|are) in only some "
                      r"reports)?\*\*", markdown, re.M)
     assert f"{len(data[columns])} reports" in page and f"&middot; {runs} case runs" in page
-    header = "|  | " + " | ".join(c["name"] for c in data[columns]) + " |"
+    header = "|  | " + " | ".join(cell(c["name"]) for c in data[columns]) + " |"
     assert header in markdown.splitlines()
     for name in data["not_run"]:
         assert f"Not run: **{name}**" in markdown and f"<strong>{name}</strong>" in page
