@@ -119,4 +119,39 @@ function serve(library, version, run) {
   input.on('close', () => process.exit(0));
 }
 
-module.exports = { Unsupported, b64, body, emit, endpoint, heartBeat, installed, serve, text };
+// The headers of a SEND the command asks for: its own, and a receipt when it wants one.
+function sendHeaders(command) {
+  return { ...(command.headers || {}), ...(command.receipt ? { receipt: String(command.receipt) } : {}) };
+}
+
+// The operations the stompjs family (@stomp/stompjs, the legacy stompjs, webstomp-client)
+// spells alike: subscribe, unsubscribe, a message's own ack() and nack() (each library picks
+// the headers: 1.2's ack header or message-id, and subscription), begin, commit and abort.
+// True when `op` is one of them, done.
+function familyOp(client, messages, deliver, op, command) {
+  switch (op) {
+    case 'subscribe':
+      client.subscribe(String(command.destination), deliver,
+        { id: String(command.id), ...(command.ack ? { ack: String(command.ack) } : {}) });
+      return true;
+    case 'unsubscribe':
+      client.unsubscribe(String(command.id));
+      return true;
+    case 'ack':
+    case 'nack':
+      messages[Number(command.message)][op](
+        command.transaction ? { transaction: String(command.transaction) } : {});
+      return true;
+    case 'begin':
+    case 'commit':
+    case 'abort':
+      client[op](String(command.transaction));
+      return true;
+    default:
+      return false;
+  }
+}
+
+module.exports = {
+  Unsupported, b64, body, emit, endpoint, familyOp, heartBeat, installed, sendHeaders, serve, text,
+};

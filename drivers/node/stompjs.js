@@ -8,8 +8,9 @@
 const { Client, Versions } = require('@stomp/stompjs');
 const { TCPWrapper } = require('@stomp/tcp-wrapper');
 const WebSocket = require('ws');
-const { Unsupported, b64, body, emit, endpoint, heartBeat, installed, serve } =
-  require('./contract');
+const {
+  Unsupported, b64, body, emit, endpoint, familyOp, heartBeat, installed, sendHeaders, serve,
+} = require('./contract');
 
 Object.assign(globalThis, { WebSocket }); // Node 20 has no WebSocket of its own
 
@@ -62,33 +63,16 @@ function deliver(message) {
 async function run(op, c) {
   if (op === 'connect') return connect(c);
   if (client === null) throw new Error('not connected');
-  const transaction = c.transaction ? { transaction: String(c.transaction) } : {};
+  if (familyOp(client, messages, deliver, op, c)) return;
   switch (op) {
     case 'send': {
       // receipts are reported through onUnhandledReceipt (none is watched)
-      const headers = { ...(c.headers || {}), ...(c.receipt ? { receipt: String(c.receipt) } : {}) };
+      const headers = sendHeaders(c);
       // text as text (a string body); octets (body_b64) as a binaryBody
       const payload = 'body_b64' in c ? { binaryBody: body(c) } : { body: String(c.body ?? '') };
       client.publish({ destination: String(c.destination), headers, ...payload });
       return;
     }
-    case 'subscribe':
-      client.subscribe(String(c.destination), deliver,
-        { id: String(c.id), ...(c.ack ? { ack: String(c.ack) } : {}) });
-      return;
-    case 'unsubscribe':
-      client.unsubscribe(String(c.id));
-      return;
-    case 'ack':
-    case 'nack':
-      // the message's own ack()/nack(): 1.2's ack header, or message-id, and subscription
-      messages[Number(c.message)][op](transaction);
-      return;
-    case 'begin':
-    case 'commit':
-    case 'abort':
-      client[op](String(c.transaction));
-      return;
     case 'disconnect':
       // deactivate() always asks a receipt for DISCONNECT (StompHandler.dispose) and closes
       // once it comes; done then (onDisconnect), or when the connection closes first

@@ -8,8 +8,9 @@
 
 const Stomp = require('stompjs');
 const WebSocket = require('ws');
-const { Unsupported, b64, emit, endpoint, heartBeat, installed, serve, text } =
-  require('./contract');
+const {
+  Unsupported, b64, emit, endpoint, familyOp, heartBeat, installed, sendHeaders, serve, text,
+} = require('./contract');
 
 Object.assign(globalThis, { WebSocket }); // Node 20 has no WebSocket of its own
 
@@ -54,29 +55,13 @@ function deliver(message) {
 async function run(op, c) {
   if (op === 'connect') return connect(c);
   if (client === null) throw new Error('not connected');
+  if (familyOp(client, messages, deliver, op, c)) return;
   switch (op) {
     case 'send': {
-      const headers = { ...(c.headers || {}), ...(c.receipt ? { receipt: String(c.receipt) } : {}) };
+      const headers = sendHeaders(c);
       client.send(String(c.destination), headers, text(c, 'stompjs'));
       return;
     }
-    case 'subscribe':
-      client.subscribe(String(c.destination), deliver,
-        { id: String(c.id), ...(c.ack ? { ack: String(c.ack) } : {}) });
-      return;
-    case 'unsubscribe':
-      client.unsubscribe(String(c.id));
-      return;
-    case 'ack':
-    case 'nack':
-      // the message's own ack()/nack(): message-id and subscription (stomp.js:284-295)
-      messages[Number(c.message)][op](c.transaction ? { transaction: String(c.transaction) } : {});
-      return;
-    case 'begin':
-    case 'commit':
-    case 'abort':
-      client[op](String(c.transaction));
-      return;
     case 'disconnect':
       // disconnect(callback, headers) writes DISCONNECT, closes the socket and calls back at
       // once (stomp.js:337-346): a receipt asked in its headers is never waited for

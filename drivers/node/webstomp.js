@@ -8,8 +8,9 @@
 
 const WebSocket = require('ws');
 const webstomp = require('webstomp-client');
-const { Unsupported, b64, emit, endpoint, heartBeat, installed, serve, text } =
-  require('./contract');
+const {
+  Unsupported, b64, emit, endpoint, familyOp, heartBeat, installed, sendHeaders, serve, text,
+} = require('./contract');
 
 Object.assign(globalThis, { WebSocket }); // Node 20 has no WebSocket of its own
 // its debug log, on by default, goes to console.log: standard error here, so that standard
@@ -59,30 +60,13 @@ function deliver(message) {
 async function run(op, c) {
   if (op === 'connect') return connect(c);
   if (client === null) throw new Error('not connected');
+  if (familyOp(client, messages, deliver, op, c)) return;
   switch (op) {
     case 'send': {
-      const headers = { ...(c.headers || {}), ...(c.receipt ? { receipt: String(c.receipt) } : {}) };
+      const headers = sendHeaders(c);
       client.send(String(c.destination), text(c, 'webstomp-client'), headers);
       return;
     }
-    case 'subscribe':
-      client.subscribe(String(c.destination), deliver,
-        { id: String(c.id), ...(c.ack ? { ack: String(c.ack) } : {}) });
-      return;
-    case 'unsubscribe':
-      client.unsubscribe(String(c.id));
-      return;
-    case 'ack':
-    case 'nack':
-      // the message's own ack()/nack(): at 1.2 the MESSAGE's ack header as id, before it
-      // message-id; and subscription (client.js MESSAGE handling, ack, nack)
-      messages[Number(c.message)][op](c.transaction ? { transaction: String(c.transaction) } : {});
-      return;
-    case 'begin':
-    case 'commit':
-    case 'abort':
-      client[op](String(c.transaction));
-      return;
     case 'disconnect':
       // disconnect(callback, headers) writes DISCONNECT, closes the WebSocket and calls back
       // at once (client.js disconnect): a receipt asked in its headers is never waited for
