@@ -87,8 +87,8 @@ def test_a_full_run_against_a_hostile_broker(hostile: tuple[str, int], tmp_path:
     report = tmp_path / "report.json"
     # a broker that answers CONNECT and then nothing costs each case its waits, not memory:
     # more of them at once, each cut off sooner, keep the run short
-    silent = ["--jobs", "64", "--timeout", "3"] if hostile[0] == "connected_then_silent" \
-        else ["--jobs", "16"]
+    silent = ["--jobs", "32", "--timeout", "3"] if hostile[0] == "connected_then_silent" \
+        else ["--jobs", "8"]
     code, stderr = measured("run", hostile, *silent, "--json", str(report), exits=(1, 3),
                             timeout=WALL_S, capsys=capsys)
     cases = read_checked(report, schema(), "a JSON report")["cases"]
