@@ -22,14 +22,15 @@ from conformance.cli import (
     run,
     selftest,
     stateful,
+    triage,
 )
 from conformance.cli.exits import Exit, fail
 from conformance.scenario import CaseLoadError
 
 #: the verbs' order in --help
 VERBS = (catalogue.add_spec, run.add, broker.add, fuzz.add, replay.add, stateful.add,
-         probe.add, pipeline.add, compare.add, clients.add, catalogue.add_coverage, selftest.add,
-         catalogue.add_list, catalogue.add_show)
+         triage.add, probe.add, pipeline.add, compare.add, clients.add, catalogue.add_coverage,
+         selftest.add, catalogue.add_list, catalogue.add_show)
 
 
 def parser() -> argparse.ArgumentParser:

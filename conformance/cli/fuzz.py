@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conformance import __version__
-from conformance.cli.arguments import positive
+from conformance.cli.arguments import positive, seconds
 from conformance.cli.exits import Exit, fail
 from conformance.cli.options import Verbs, broker_flags, where_from_flags
 from conformance.fuzz.network.finding_records import finding_record, write_finding_records
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from conformance.fuzz.network.findings import Finding
     from conformance.fuzz.network.folder import CampaignDir
     from conformance.fuzz.network.oracle import Oracle
+    from conformance.fuzz.network.process import BrokerProcess
 
 
 def add(verbs: Verbs) -> None:
@@ -61,7 +64,50 @@ def add(verbs: Verbs) -> None:
     fuzz.add_argument("--results", metavar="DIR",
                       help="write JSON Lines finding records for the pipeline into "
                            "DIR/findings.jsonl")
+    launch_flags(fuzz)
+    leaks = fuzz.add_argument_group("the resource oracle (with --launch)")
+    leaks.add_argument("--hang-after", type=seconds, default=10.0, metavar="SECONDS",
+                       help="a broker whose process lives but takes no connection this long "
+                            "hangs (default 10; also how long an unlaunched broker that went "
+                            "down is awaited)")
+    leaks.add_argument("--leak-rss", type=positive, default=512, metavar="MIB",
+                       help="RSS growth over the broker's baseline that is a leak when it "
+                            "lasts --leak-window (default 512 MiB)")
+    leaks.add_argument("--leak-fds", type=positive, default=1000, metavar="N",
+                       help="growth in open file descriptors that is a leak (default 1000)")
+    leaks.add_argument("--leak-threads", type=positive, default=500, metavar="N",
+                       help="growth in threads that is a leak (default 500)")
+    leaks.add_argument("--leak-window", type=seconds, default=30.0, metavar="SECONDS",
+                       help="how long growth must last to be a leak (default 30)")
     fuzz.set_defaults(run=fuzz_command)
+
+
+def launch_flags(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument("--launch", metavar="COMMAND",
+                      help="start the broker with COMMAND (a shell command that runs it in the "
+                           "foreground at --broker's address), watch its process, and start it "
+                           "again after it dies or hangs; it is stopped at the end")
+    verb.add_argument("--launch-timeout", type=seconds, default=180.0, metavar="SECONDS",
+                      help="how long the launched broker may take to take connections "
+                           "(default 180)")
+
+
+@contextlib.asynccontextmanager
+async def launched(args: argparse.Namespace, oracle: Oracle, log: Path
+                   ) -> AsyncIterator[BrokerProcess | None]:
+    """The broker --launch starts (None without it), up and taking connections; stopped on
+    the way out. LaunchError when it does not come up."""
+    from conformance.fuzz.network.process import BrokerProcess
+
+    if not args.launch:
+        yield None
+        return
+    process = BrokerProcess(args.launch, log, oracle.alive, timeout=args.launch_timeout)
+    try:
+        await process.start()
+        yield process
+    finally:
+        await process.stop()
 
 
 def fuzz_versions(chosen: Sequence[str] | None, profile: Profile) -> tuple[Version, ...]:
@@ -84,6 +130,7 @@ def fuzz_command(args: argparse.Namespace) -> Exit:
     from conformance.fuzz.network.folder import CampaignDirError
     from conformance.fuzz.network.generators import generator
     from conformance.fuzz.network.oracle import Oracle, Unreachable
+    from conformance.fuzz.network.process import LaunchError, Resources, Thresholds
     from conformance.fuzz.network.where import UsageError, parse_duration
 
     try:
@@ -92,36 +139,42 @@ def fuzz_command(args: argparse.Namespace) -> Exit:
                                  faults=args.fault or ())
         versions = fuzz_versions(args.stomp_version, where.profile)
         gen = generator(args.generator, versions, args.mutation)
+        broker = dataclasses.replace(where.info, launch=args.launch or "")
         folder, state, resumed = open_folder(
-            Path(args.corpus), seed=args.seed, broker=where.info, generator=gen.name,
+            Path(args.corpus), seed=args.seed, broker=broker, generator=gen.name,
             versions=versions, tool_version=__version__)
     except (UsageError, ValueError, CampaignDirError) as error:
         return fail(Exit.USAGE, str(error))
     settings = Settings(budget=budget, jobs=args.jobs, deadline=args.deadline,
-                        minimise=args.minimise)
+                        minimise=args.minimise, recovery=args.hang_after)
     display = CampaignDisplay()
 
     async def run() -> tuple[list[Finding], Campaign]:
         async with where.target(versions) as target:
             oracle = Oracle(target, deadline=settings.deadline, grace=settings.grace)
             records = _Records(args.results, state.campaign, oracle, where.secret, folder)
-            campaign = Campaign(oracle=oracle, generator=gen, folder=folder, state=state,
-                                settings=settings, resumed=resumed, passcode=where.secret,
-                                handlers=[display], on_finding=records)
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, campaign.stop)
-            try:
-                findings = await campaign.run()
-            finally:
+            async with launched(args, oracle, folder.root / "broker.log") as process:
+                resources = None if process is None else Resources(Thresholds(
+                    rss=args.leak_rss * 2**20, fds=args.leak_fds, threads=args.leak_threads,
+                    window=args.leak_window))
+                campaign = Campaign(oracle=oracle, generator=gen, folder=folder, state=state,
+                                    settings=settings, resumed=resumed, passcode=where.secret,
+                                    handlers=[display], on_finding=records, process=process,
+                                    resources=resources)
+                loop = asyncio.get_running_loop()
                 for signum in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(signum)
+                    loop.add_signal_handler(signum, campaign.stop)
+                try:
+                    findings = await campaign.run()
+                finally:
+                    for signum in (signal.SIGINT, signal.SIGTERM):
+                        loop.remove_signal_handler(signum)
             records(findings)
             return findings, campaign
 
     try:
         findings, campaign = asyncio.run(run())
-    except (Unreachable, ChildBrokerError) as error:
+    except (Unreachable, ChildBrokerError, LaunchError) as error:
         return fail(Exit.HARNESS, f"cannot fuzz {where.info.id}: {error}")
     except OSError as error:
         return fail(Exit.USAGE, f"cannot write the campaign's files: {error.strerror or error}")

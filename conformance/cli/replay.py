@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ from rich.text import Text
 
 from conformance.cli.arguments import positive
 from conformance.cli.exits import Exit, fail
-from conformance.cli.fuzz import fuzz_versions
+from conformance.cli.fuzz import fuzz_versions, launch_flags, launched
 from conformance.cli.options import Verbs, broker_flags, where_from_flags
 from conformance.report.console import make_console
 from conformance.spec.grammar import VERSIONS
@@ -33,6 +34,7 @@ def add(verbs: Verbs) -> None:
     broker_flags(again, None)
     again.add_argument("--times", type=positive, default=1,
                        help="how many times to send it (default 1)")
+    launch_flags(again)
     again.set_defaults(run=replay_command)
 
 
@@ -41,6 +43,7 @@ def replay_command(args: argparse.Namespace) -> Exit:
     from conformance.fuzz.network.folder import CampaignDirError, load_finding
     from conformance.fuzz.network.generators import generator
     from conformance.fuzz.network.oracle import Oracle, Unreachable
+    from conformance.fuzz.network.process import LaunchError
     from conformance.fuzz.network.replay import replay
     from conformance.fuzz.network.where import UsageError
 
@@ -73,11 +76,13 @@ def replay_command(args: argparse.Namespace) -> Exit:
     async def run() -> Replayed:
         async with where.target(versions) as target:
             oracle = Oracle(target, deadline=args.deadline)
-            return await replay(finding, oracle, gen, times=args.times)
+            log = Path(tempfile.gettempdir()) / f"stomp-conformance-replay-{finding.id}.log"
+            async with launched(args, oracle, log) as process:
+                return await replay(finding, oracle, gen, times=args.times, process=process)
 
     try:
         result = asyncio.run(run())
-    except (Unreachable, ChildBrokerError) as error:
+    except (Unreachable, ChildBrokerError, LaunchError) as error:
         return fail(Exit.HARNESS, f"cannot replay against {where.info.id}: {error}")
     for n, verdict in enumerate(result.judgements, 1):
         seen = "; ".join(f"{a.kind.value} {a.statement}" for a in verdict.anomalies) or \

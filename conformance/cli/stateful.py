@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import random
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from conformance.broker import BrokerConfig
 from conformance.cli.arguments import positive
 from conformance.cli.exits import Exit, fail
 from conformance.cli.options import Verbs, broker_flags, where_from_flags
+from conformance.files import write_atomic
 from conformance.report.console import make_console
 from conformance.wire.target import HarnessError, Target
 
@@ -51,6 +53,9 @@ def add(verbs: Verbs) -> None:
                           help="send only well-formed sessions, none of the frames a broker "
                                "must refuse or ignore (so that its known answer to those does "
                                "not hide everything else)")
+    stateful.add_argument("--json", metavar="PATH",
+                          help="write the exploration (seed, budget, broker) and what it found "
+                               "as JSON to PATH (`triage` reads it)")
     stateful.set_defaults(run=stateful_command)
 
 
@@ -86,6 +91,14 @@ def stateful_command(args: argparse.Namespace) -> Exit:
         return fail(Exit.HARNESS, f"cannot explore {where.info.id}: {error}")
     except OSError as error:
         return fail(Exit.USAGE, f"cannot write the case: {error.strerror or error}")
+    if args.json:
+        summary = {"seed": seed, "budget_s": budget, "examples": args.examples,
+                   "broker": where.info.id, "refusals": not args.no_refusals,
+                   "findings": [f.to_json() for f in found]}
+        try:
+            write_atomic(Path(args.json), json.dumps(summary, indent=1).encode() + b"\n")
+        except OSError as error:
+            return fail(Exit.USAGE, f"cannot write {args.json}: {error.strerror or error}")
     out = make_console()
     if not found:
         out.print(Text(f"no failing session (seed {seed})", style="green"))

@@ -1,7 +1,9 @@
 """A fuzz campaign: `jobs` workers send inputs from a generator to one broker, each on a
 fresh connection with a deadline, and the oracle judges every answer; a liveness check (a
 new connection must still get CONNECTED) runs every `check_every` seconds and at once
-after an input that ended in a close or a timeout. A failed check is a crash finding.
+after an input that ended in a close or a timeout. A failed check, a launched broker's
+death or growth, is an outage (outages.py): a crash, hang or leak finding, tied to the
+input that causes it where one alone does.
 
 Everything lasting is in the campaign folder (folder.py) the moment it exists: a finding is
 saved when found, then confirmed (sent again), minimised and saved again; the state
@@ -64,14 +66,17 @@ from conformance.fuzz.network.oracle import (
     Unreachable,
     grade,
 )
+from conformance.fuzz.network.outages import Watch
+from conformance.fuzz.network.process import BrokerProcess, Resources
 from conformance.report.records import timestamp
-from conformance.spec import statement_id
 
 #: kinds after which the broker may have gone down: check at once
 _SUSPICIOUS = frozenset({Kind.CLOSED_VALID, Kind.CLOSED_WITHOUT_ERROR, Kind.TIMEOUT,
                          Kind.NO_RECEIPT})
 _SUSPECTS = 16
 _SAVE_EVERY = 2.0
+#: seconds the end of a campaign waits for an outage's attribution to end
+_OUTAGE_GRACE = 600.0
 
 
 def open_folder(root: Path, *, seed: int | None, broker: BrokerInfo, generator: str,
@@ -114,7 +119,9 @@ class Campaign:
     def __init__(self, *, oracle: Oracle, generator: Generator, folder: CampaignDir,
                  state: CampaignState, settings: Settings, resumed: bool = False,
                  passcode: str | None = None, handlers: Sequence[Handler] = (),
-                 on_finding: Callable[[list[Finding]], None] | None = None) -> None:
+                 on_finding: Callable[[list[Finding]], None] | None = None,
+                 process: BrokerProcess | None = None,
+                 resources: Resources | None = None) -> None:
         self.oracle, self.generator, self.folder = oracle, generator, folder
         self._patient = Oracle(oracle.target, deadline=oracle.deadline * 5,
                                grace=oracle.grace * 5)
@@ -129,16 +136,15 @@ class Campaign:
         self.stats = Stats(budget=settings.budget)
         self._counted_before = replace(state.counters)  # this run's stats are the difference
         self._stop = asyncio.Event()
-        self._up = asyncio.Event()
-        self._check_now = asyncio.Event()
-        self._check_lock = asyncio.Lock()
+        self.up = asyncio.Event()
+        self._outages = 0
+        self.watch = Watch(self, process, resources)
         self._next = state.counters.frontier
-        self._in_flight: set[int] = set()
+        self._in_flight: dict[int, FuzzInput | None] = {}
         self._recent: collections.deque[FuzzInput] = collections.deque(maxlen=_SUSPECTS)
         self._minimising: set[asyncio.Task[None]] = set()
         self._saving: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
-        self._last_check = 0.0
         self._hits_changed: set[str] = set()
         self._reason = "time budget"
         self._start = 0.0
@@ -151,6 +157,16 @@ class Campaign:
     def emit(self, event: CampaignEvent) -> None:
         for handler in self.handlers:
             handler(event)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def pause(self) -> None:
+        """The broker is down: no new input until `up` is set again; the answers to the
+        inputs under way are not judged (they tell of the outage, not of themselves)."""
+        self.up.clear()
+        self._outages += 1
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop after the inputs under way (safe to call from a signal handler)."""
@@ -176,15 +192,17 @@ class Campaign:
         self.state.counters.runs += 1
         self._count_findings()
         self._save_state()
-        self._up.set()
+        self.up.set()
         self.emit(Started(self.state, self.resumed, len(self.findings), self.settings,
                           self.folder.root))
         for finding in self.findings.values():
-            if not finding.minimised and finding.kind is not Kind.CRASH:
+            if not finding.minimised and not finding.kind.outage:
                 self._spawn_minimiser(finding)  # killed before it was done: do it now
         timer = loop.call_later(self.settings.budget, self.stop, "time budget")
         workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.jobs)]
-        chores = [asyncio.create_task(self._checker()), asyncio.create_task(self._ticker())]
+        chores = [asyncio.create_task(self.watch.checker()), asyncio.create_task(self._ticker())]
+        if self.watch.process is not None and self.watch.resources is not None:
+            chores.append(asyncio.create_task(self.watch.sampler()))
         try:
             await self._stop.wait()
         finally:
@@ -192,7 +210,8 @@ class Campaign:
             # Inputs under way get half a second to end; one cut short stays below the
             # frontier and is sent again by the next run.
             await self._drain(workers, 0.5)
-            await self._drain(chores, 0)
+            # an outage under way is seen through: its finding tied to its input or not
+            await self._drain(chores, _OUTAGE_GRACE if self.watch.busy else 0)
             await self._drain(list(self._minimising), self.settings.deadline + 0.5)
             if self._saving:  # every finding found is written, whatever happens
                 await asyncio.wait(list(self._saving))
@@ -213,22 +232,25 @@ class Campaign:
 
     async def _worker(self) -> None:
         while not self._stop.is_set():
-            await self._up.wait()
+            await self.up.wait()
             if self._stop.is_set():
                 return
             index = self._next
             self._next += 1
-            self._in_flight.add(index)
+            self._in_flight[index] = None
             done = False
+            outages = self._outages
             try:
                 fuzz = self.generator.draw(self._rng(index), self._corpus_list)
+                self._in_flight[index] = fuzz
                 try:
                     judgement = await self.generator.run(self.oracle, fuzz)
-                except Unreachable as error:
-                    await self._unreachable(str(error))
+                except Unreachable:
+                    await self.watch.unreachable()
                     done = True
                     continue
-                self._judged(index, fuzz, judgement)
+                if outages == self._outages:
+                    self._judged(index, fuzz, judgement)
                 done = True
             except Exception as error:  # a fault of the fuzzer itself: counted, shown
                 done = True
@@ -238,7 +260,7 @@ class Campaign:
                                    f"{type(error).__name__}: {error}"))
             finally:
                 if done:  # else cancelled at the end: left for the next run
-                    self._in_flight.discard(index)
+                    self._in_flight.pop(index, None)
 
     def _rng(self, index: int) -> random.Random:
         return random.Random(self.state.seed << 40 | index)
@@ -252,7 +274,7 @@ class Campaign:
             for anomaly in judgement.anomalies:
                 self._anomaly(anomaly, fuzz, judgement, index)
             if any(a.kind in _SUSPICIOUS for a in judgement.anomalies):
-                self._check_now.set()
+                self.watch.check_now.set()
         self._consider_corpus(fuzz, judgement)
 
     # -- findings -------------------------------------------------------------------------
@@ -281,7 +303,7 @@ class Campaign:
         self._by_signature[sig] = finding.id
         self.findings[finding.id] = finding
         saved = self._keep(self._saving, self._save(finding, new=True))
-        if finding.kind is not Kind.CRASH:
+        if not finding.kind.outage:
             self._spawn_minimiser(finding, after=saved)
 
     async def _save(self, finding: Finding, *, new: bool) -> None:
@@ -372,72 +394,34 @@ class Campaign:
             for f in self.findings.values())
         self.stats.findings = dict(counts)
 
-    # -- liveness -------------------------------------------------------------------------
+    # -- outages (outages.py) -------------------------------------------------------------
 
-    async def _alive(self) -> str | None:
-        """None when a new connection gets CONNECTED (one retry), else why not."""
-        counters = self.state.counters
-        for attempt in range(2):
-            counters.checks += 1
-            why = await self.oracle.alive()
-            if why is None:
-                return None
-            counters.failed_checks += 1
-            if attempt == 0:
-                await asyncio.sleep(0.2)
-        return why
+    def suspects(self) -> tuple[FuzzInput, ...]:
+        """The inputs judged since the last outage (the last few) and those under way,
+        in the order they were drawn; the next outage's suspects start afresh."""
+        flying = [f for _, f in sorted(self._in_flight.items()) if f is not None]
+        recent = list(self._recent)
+        self._recent.clear()
+        return tuple({id(f): f for f in [*recent, *flying]}.values())
 
-    async def _checker(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.check_every):
-                    await self._check_now.wait()
-            # At once after a suspicious input, but not more than ten times a second: a
-            # check is a connection the broker pays for like any input.
-            await asyncio.sleep(max(self._last_check + 0.1 - time.monotonic(), 0))
-            self._check_now.clear()
-            self._last_check = time.monotonic()
-            async with self._check_lock:
-                if not self._up.is_set():
-                    continue
-                why = await self._alive()
-                if why is not None:
-                    await self._down(why)
-
-    async def _unreachable(self, why: str) -> None:
-        """An input's handshake went unanswered: a crash if a liveness check fails too."""
-        async with self._check_lock:
-            if not self._up.is_set():
+    def outage(self, anomaly: Anomaly, culprit: FuzzInput, *,
+               suspects: tuple[FuzzInput, ...], confirmed: bool | None,
+               minimised: bool = False) -> None:
+        """An outage seen (`confirmed` None: a finding with its suspects, or one more hit
+        of a known one), tied to `culprit` (True) or to none of its suspects (False)."""
+        sig = signature(anomaly)
+        known = self.findings.get(self._by_signature.get(sig, ""))
+        if known is None or confirmed is None:
+            self._anomaly(anomaly, culprit, Judgement(ended="no CONNECTED"), self._next - 1,
+                          suspects=suspects)
+            known = self.findings[self._by_signature[sig]]
+            if confirmed is None:
                 return
-            then = await self._alive()
-            if then is None:
-                self.state.counters.unanswered += 1
-                return
-            await self._down(f"{why}; then {then}")
-
-    async def _down(self, why: str) -> None:
-        """The broker failed its liveness check: a crash finding, then wait for it."""
-        self._up.clear()
-        version = self.oracle.target.versions[-1]
-        last = self._recent[-1] if self._recent else None
-        if last is not None:
-            anomaly = Anomaly(Kind.CRASH, statement_id("connecting.connected-response", version),
-                              f"a new connection gets no CONNECTED: {why}")
-            judgement = Judgement(response=b"", ended="no CONNECTED")
-            self._anomaly(anomaly, last, judgement, self._next - 1, suspects=tuple(self._recent))
-        self.emit(Note(f"the broker failed its liveness check ({why}); waiting up to "
-                       f"{self.settings.recovery:g} s for it"))
-        waited = time.monotonic()
-        while time.monotonic() - waited < self.settings.recovery and not self._stop.is_set():
-            await asyncio.sleep(1.0)
-            if await self.oracle.alive() is None:
-                self.emit(Note(f"the broker answers again after "
-                               f"{time.monotonic() - waited:.1f} s"))
-                self._up.set()
-                return
-        if not self._stop.is_set():
-            self.stop("the broker stopped answering")
-        self._up.set()  # let the workers see the stop
+        if known.confirmed and not confirmed:
+            return  # tied to an input before: keep it
+        self._keep(self._saving, self._save(known.updated(
+            input=culprit, suspects=suspects, confirmed=confirmed, minimised=minimised,
+            detail=anomaly.detail), new=False))
 
     # -- corpus, state, progress ----------------------------------------------------------
 

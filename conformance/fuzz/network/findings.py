@@ -18,6 +18,7 @@ command that replays it. `FORMAT` and `SCHEMA_VERSION` head every file.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -67,11 +68,13 @@ class BrokerInfo:
     embedded: bool = False
     tls: bool = False
     transport: str = "tcp"
+    #: the command that started it, when the campaign launched it (`fuzz --launch`)
+    launch: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "address": self.address, "profile": self.profile,
                 "faults": list(self.faults), "embedded": self.embedded, "tls": self.tls,
-                "transport": self.transport}
+                "transport": self.transport, "launch": self.launch}
 
     @classmethod
     def from_json(cls, data: Any) -> BrokerInfo:
@@ -79,7 +82,8 @@ class BrokerInfo:
                    profile=str(data.get("profile", "reference")),
                    faults=tuple(str(f) for f in data.get("faults", ())),
                    embedded=bool(data.get("embedded", False)), tls=bool(data.get("tls", False)),
-                   transport=str(data.get("transport", "tcp")))
+                   transport=str(data.get("transport", "tcp")),
+                   launch=str(data.get("launch") or ""))
 
 
 @dataclass(frozen=True)
@@ -118,9 +122,19 @@ class Finding:
     #: what a generator other than the grammar one keeps about its input
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def sent(self) -> tuple[FuzzInput, ...]:
+        """What replaying it sends: its input, or for an outage not yet tied to one input
+        (unattributed), the suspects in the order they were sent."""
+        if self.kind.outage and not self.confirmed and self.suspects:
+            return self.suspects
+        return (self.input,)
+
     def replay_command(self, path: str) -> str:
         address = self.broker.address
         flags = " --allow-remote" if address and not _loopback(address) else ""
+        if self.broker.launch:  # started again by the replay, as the campaign did
+            flags += f" --launch {shlex.quote(self.broker.launch)}"
         return f"stomp-conformance replay {path}{flags}"
 
     def updated(self, **changes: Any) -> Finding:

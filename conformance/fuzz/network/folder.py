@@ -88,13 +88,18 @@ class CampaignState:
     updated: str
     tool_version: str
     counters: Counters = field(default_factory=Counters)
+    #: the broker's CONNECTED `server` header, as the last liveness check read it
+    server: str = ""
+    #: a launched broker's process (process.py): starts, the resource oracle's figures
+    resources: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "schema_version": STATE_VERSION,
                 "campaign": self.campaign, "seed": self.seed, "broker": self.broker.to_json(),
                 "generator": self.generator, "versions": list(self.versions),
                 "created": self.created, "updated": self.updated,
-                "tool_version": self.tool_version, "counters": self.counters.to_json()}
+                "tool_version": self.tool_version, "counters": self.counters.to_json(),
+                "server": self.server, "resources": self.resources}
 
     @classmethod
     def from_json(cls, data: Any) -> CampaignState:
@@ -110,7 +115,9 @@ class CampaignState:
                        generator=str(data["generator"]),
                        versions=tuple(str(v) for v in data["versions"]),
                        created=str(data["created"]), updated=str(data["updated"]),
-                       tool_version=str(data.get("tool_version", "")), counters=counters)
+                       tool_version=str(data.get("tool_version", "")), counters=counters,
+                       server=str(data.get("server") or ""),
+                       resources=dict(data.get("resources") or {}))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"malformed campaign state: {error}") from None
 

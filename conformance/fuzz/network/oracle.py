@@ -70,6 +70,15 @@ class Kind(enum.StrEnum):
     INVALID_RESPONSE = "invalid-response"        #: a frame the validator finds broken
     OVERSIZED_RESPONSE = "oversized-response"    #: beyond what the fuzzer reads
     CRASH = "crash"                              #: a new connection gets no CONNECTED
+    #: the broker's process (launched by the campaign) lives but takes no connection
+    HANG = "hang"
+    #: the broker's process grew past a threshold for a whole window (process.py)
+    LEAK = "leak"
+
+    @property
+    def outage(self) -> bool:
+        """Whether it is about the broker as a whole, not an answer to one input."""
+        return self in (Kind.CRASH, Kind.HANG, Kind.LEAK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +100,10 @@ def grade(anomaly: Anomaly, fuzz: FuzzInput) -> Outcome:
     (failed only where refusing it is the server's duty); a close without ERROR is
     non-strict; a statement the session's version does not state is informational."""
     kind = anomaly.kind
-    if kind is Kind.CRASH:
+    if kind in (Kind.CRASH, Kind.HANG):
         return Outcome.FAILED
+    if kind is Kind.LEAK:  # no statement bounds a broker's memory: it ends in a crash
+        return Outcome.NON_STRICT
     if kind is Kind.OVERSIZED_RESPONSE:
         return Outcome.INFORMATIONAL
     if kind is Kind.CLOSED_WITHOUT_ERROR:

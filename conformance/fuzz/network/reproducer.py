@@ -52,7 +52,7 @@ def case_yaml(finding: Finding, *, path: str = "") -> str:
         "versions": [fuzz.version],
         "tags": ["fuzz", fuzz.mutation.replace(":", "-")],
         "timeout": 60,
-        "steps": _crash_steps(finding) if finding.kind is Kind.CRASH else _steps(finding),
+        "steps": _crash_steps(finding) if finding.kind.outage else _steps(finding),
     }
     body = yaml.safe_dump([case], sort_keys=False, allow_unicode=False, width=100)
     return head + body
@@ -191,7 +191,7 @@ def _answer(finding: Finding) -> list[Frame]:
 
 def _crash_steps(finding: Finding) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
-    for n, suspect in enumerate(finding.suspects or (finding.input,)):
+    for n, suspect in enumerate(finding.sent):
         conn = f"s{n}"
         opening = _opening(suspect, conn)
         if "connect" in opening[0]:
