@@ -50,6 +50,9 @@ def test_a_crash_is_told_by_the_error_the_broker_printed_its_numbers_blanked() -
     assert crash_line(log, 1) == crash_line(again, 1)
     assert "TypeError: Cannot read properties of undefined (reading 'substr')" in \
         crash_line(log, 1)
+    # the input's octets quoted in the message are blanked, a name is kept
+    assert crash_line("SyntaxError: Unexpected token 'S', \"SEND,\" is not valid JSON", 1) == \
+        crash_line("SyntaxError: Unexpected token '\u00e9', \"\u00e9\" is not valid JSON", 1)
     assert crash_line("bye\n", -9) == "killed by signal 9"
     assert crash_line("", 3) == "exit status 3"
     assert crash_line("", None) == "alive, not answering"
@@ -87,7 +90,7 @@ def test_file_descriptors_that_pile_up_are_a_leak() -> None:
 def test_a_crash_is_tied_to_the_input_that_causes_it_and_replays(tmp_path: Path) -> None:
     port, corpus = free_port(), tmp_path / "campaign"
     launch = fragile("crash", port)
-    done = cli("fuzz", "--broker", f"127.0.0.1:{port}", "--launch", launch, "--time", "6s",
+    done = cli("fuzz", "--broker", f"127.0.0.1:{port}", "--launch", launch, "--time", "4s",
                "--seed", "5", "--corpus", str(corpus), "--minimise", "4", "--jobs", "4",
                "--mutation", "missing-required-header")
     assert done.returncode == 1, done.stderr
@@ -114,7 +117,8 @@ def test_a_broker_that_stops_answering_is_a_hang_and_is_started_again(tmp_path: 
     port, corpus = free_port(), tmp_path / "campaign"
     done = cli("fuzz", "--broker", f"127.0.0.1:{port}", "--launch", fragile("hang", port),
                "--time", "4s", "--seed", "5", "--corpus", str(corpus), "--hang-after", "1",
-               "--minimise", "0", "--jobs", "2", "--mutation", "missing-required-header")
+               "--minimise", "0", "--jobs", "2", "--deadline", "1",
+               "--mutation", "missing-required-header")
     assert done.returncode == 1, done.stderr
     hangs = [f for f in findings(corpus) if f["kind"] == "hang"]
     assert len(hangs) == 1 and hangs[0]["confirmed"] is True, hangs
@@ -126,7 +130,7 @@ def test_a_broker_that_stops_answering_is_a_hang_and_is_started_again(tmp_path: 
 def test_a_broker_that_grows_for_a_whole_window_leaks(tmp_path: Path) -> None:
     port, corpus = free_port(), tmp_path / "campaign"
     done = cli("fuzz", "--broker", f"127.0.0.1:{port}", "--launch", fragile("leak", port),
-               "--time", "8s", "--seed", "5", "--corpus", str(corpus), "--leak-rss", "64",
+               "--time", "6s", "--seed", "5", "--corpus", str(corpus), "--leak-rss", "64",
                "--leak-window", "2", "--jobs", "4", "--mutation", "unknown-command")
     assert "Traceback" not in done.stderr, done.stderr
     leaks = [f for f in findings(corpus) if f["kind"] == "leak"]
@@ -150,10 +154,10 @@ def test_a_campaign_finds_a_real_broker_crash_and_ties_it_to_its_input(tmp_path:
     port, corpus = free_port(), tmp_path / "campaign"
     launch = f"STOMP_WS_PORT={port} {ROOT / '.ci/brokers/stomp-broker-js'} run"
     done = cli("fuzz", "--broker", f"ws://127.0.0.1:{port}/ws", "--profile", "stomp-broker-js",
-               "--launch", launch, "--time", "10s", "--seed", "1", "--corpus", str(corpus),
+               "--launch", launch, "--time", "8s", "--seed", "1", "--corpus", str(corpus),
                "--minimise", "5", "--mutation", "missing-required-header")
     assert done.returncode == 1, done.stderr
     crashes = [f for f in findings(corpus) if f["kind"] == "crash" and f["confirmed"]]
     assert crashes, findings(corpus)
     assert any("TypeError" in str(c["about"]) for c in crashes), crashes
-    assert int(resources(corpus)["peak_rss"]) > 0  # type: ignore[call-overload]
+    assert int(resources(corpus)["starts"]) >= 2  # type: ignore[call-overload]

@@ -76,9 +76,11 @@ class Watch:
     # -- checks ---------------------------------------------------------------------------
 
     async def alive(self) -> str | None:
-        """None when a new connection gets CONNECTED (one retry), else why not."""
+        """None when a new connection gets CONNECTED, else why not. One retry, unless the
+        campaign launched the broker: `_what_happened` then waits for it to answer again."""
         counters = self.host.state.counters
-        for attempt in range(2):
+        attempts = 1 if self.process is not None else 2
+        for attempt in range(attempts):
             if self._exited() is not None:
                 return "its process ended"
             counters.checks += 1
@@ -87,7 +89,7 @@ class Watch:
                 self.host.state.server = self.host.oracle.server or self.host.state.server
                 return None
             counters.failed_checks += 1
-            if attempt == 0:
+            if attempt + 1 < attempts:
                 await asyncio.sleep(0.2)
         return why
 
