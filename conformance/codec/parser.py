@@ -105,6 +105,13 @@ class Parser:
         self._line_start = 0   # partial header block: start of its unfinished line
         self._head: _Head | None = None
         self._need = 0         # buffer length below which nothing new can complete
+        # The reads of a body that is still arriving, kept as they came after _buf: a body
+        # is joined once, when its end is here, not copied into _buf at each read. Of a
+        # body of known length they are counted by `_short`, the octets it still lacks
+        # (with _need: see _held); of one up to a NUL, by `_parked`.
+        self._parts: list[bytes] = []
+        self._parked = 0
+        self._short = 0
         # While a header block or a body of unknown length is unfinished, nothing completes
         # without the octet `_wait` (the LF of an EOL, the NUL), and no limit is reached
         # while the buffer is at most `_room` long: a read that brings neither is only kept.
@@ -135,24 +142,41 @@ class Parser:
     @property
     def buffered(self) -> int:
         """Bytes held for an unfinished frame."""
-        return len(self._buf) - self._pos
+        return self._held() - self._pos
 
     def feed(self, data: bytes) -> list[Event]:
         """Add bytes from the peer; return the events they complete. On a broken rule
         (strict) or a limit, raise; the error's `events` holds what came before it, and
         the parser stays failed."""
+        size = len(data)
+        if size < self._short:  # a body of known length, short of its end: kept aside
+            self._short -= size
+            self._parts.append(data if type(data) is bytes else bytes(data))  # may be reused
+            return []
         if self._error is not None:
             raise self._error
-        self._buf += data
-        size = len(self._buf)
-        if size < self._need or (size <= self._room and self._wait not in data):
-            return []  # a body of known length still arriving, or no octet awaited
+        if type(data) is not bytes:  # searched below (`in` a memoryview compares ints)
+            data = bytes(data)
+        head = self._head
+        if head is None:
+            self._buf += data
+            if len(self._buf) <= self._room and self._wait not in data:
+                return []  # no octet awaited
+        elif not self._need and (len(self._buf) + self._parked + size <= self._room
+                                 and b"\x00" not in data):
+            self._parked += size  # a body up to its NUL, and no limit reached: kept aside
+            self._parts.append(data)
+            return []
         out: list[Event] = []
         try:
+            if head is not None:
+                self._end_body(head, data, out)
             self._parse(out)
         except StompError as error:
             error.events = out  # type: ignore[attr-defined]
             self._error = error
+            self._parked = self._held() - len(self._buf)
+            self._short = self._need = 0  # feed raises from now on
             raise
         pos = self._pos
         if pos:
@@ -167,6 +191,7 @@ class Parser:
             if self._head is not None:
                 self._head.start -= pos
                 self._head.body_start -= pos
+        self._short = self._need - len(self._buf)
         return out
 
     def eof(self) -> None:
@@ -175,12 +200,47 @@ class Parser:
             self._error = FramingError(
                 "connection closed in the middle of a frame",
                 statement=statement_id("frames.nul-terminated", self._version),
-                offset=self._base + len(self._buf),
+                offset=self._base + self._held(),
             )
             self._error.events = []  # type: ignore[attr-defined]
             raise self._error
 
     # -- internals ------------------------------------------------------------------------
+
+    def _held(self) -> int:
+        """Octets held: _buf and the reads parked after it."""
+        return self._need - self._short if self._need else len(self._buf) + self._parked
+
+    def _end_body(self, head: _Head, data: bytes, out: list[Event]) -> None:
+        """The read `data` may end `head`'s body, whose earlier reads are parked: if it ends
+        it cleanly, emit the frame, its body joined in one copy, and keep only what follows
+        it in _buf. Anything else (an octet where content-length puts the NUL, a limit) is
+        left to _parse, the parked reads put back in _buf first."""
+        buf = self._buf
+        held = self._held()  # the buffer index of data[0]
+        if head.length is not None:
+            at = head.body_start + head.length - held
+            clean = data[at] == 0
+        else:
+            at = data.find(b"\x00")
+            clean = at >= 0 and held + len(data) <= self._room
+        if not clean:
+            for part in self._parts:
+                buf += part
+            buf += data
+            self._parts, self._parked = [], 0
+            return
+        stop = held + at
+        # The view pins this _buf's size: it is replaced below, never resized.
+        body = b"".join([memoryview(buf)[head.body_start:], *self._parts,
+                         memoryview(data)[:at]])
+        out.append(self._frame(head.command, head.headers, head.violations, head.notes,
+                               head.start, head.body_start, stop, body))
+        self._base += stop + 1
+        self._buf = bytearray(memoryview(data)[at + 1:])
+        self._pos = self._scan = self._counted = self._line_start = self._need = 0
+        self._head = None
+        self._parts, self._parked = [], 0
 
     def _violate(self, found: list[Violation], kind: type[ProtocolViolation], rule: str,
                  message: str, at: int, args: tuple[object, ...] = ()) -> None:
@@ -241,22 +301,24 @@ class Parser:
             self._head = None
 
     def _frame(self, command: str, headers: list[tuple[str, str]], violations: list[Violation],
-               notes: tuple[str, ...], start: int, body_start: int, stop: int) -> Frame:
-        """The Frame whose octets are buf[start:stop + 1], its NUL at `stop`."""
+               notes: tuple[str, ...], start: int, body_start: int, stop: int,
+               body: bytes | None = None) -> Frame:
+        """The Frame whose octets are buf[start:stop + 1], its NUL at `stop`; its body
+        `body` when given (joined from parked reads)."""
         if stop - body_start > self._max_body:  # read up to its NUL, all in one go
             raise BodyTooLarge(f"body of {stop - body_start} octets exceeds the limit of "
                                f"{self._max_body}", offset=self._base + body_start)
         if stop + 1 - start > self._max_frame:
             raise FrameTooLarge(f"frame of {stop + 1 - start} octets exceeds the limit of "
                                 f"{self._max_frame}", offset=self._base + start)
-        # A slice of a big body through a memoryview saves one copy of it.
-        body = bytes(self._buf[body_start:stop] if stop - body_start < 4096
-                     else memoryview(self._buf)[body_start:stop])
+        if body is None:  # a slice of a big body through a memoryview saves one copy of it
+            body = bytes(self._buf[body_start:stop] if stop - body_start < 4096
+                         else memoryview(self._buf)[body_start:stop])
         if body and command not in BODY_COMMANDS and self._version != "1.0":
             self._violate(violations, BodyNotAllowed, "body.forbidden-frames",
                           "a {} frame must not have a body ({} octets)", body_start,
                           (command, len(body)))
-        return Frame(command, headers, body, violations=violations, notes=notes,
+        return Frame(command, tuple(headers), body, violations=violations, notes=notes,
                      offset=self._base + start, size=stop + 1 - start)
 
     def _read_head(self, pos: int, n: int) -> Frame | _Head | None:
