@@ -21,6 +21,7 @@ COMPILED = [
     "conformance/codec/escaping.py",
     "conformance/codec/encoder.py",
     "conformance/codec/parser.py",
+    "conformance/codec/headblock.py",
     "conformance/broker/destinations.py",
     "conformance/broker/outgoing.py",
     "conformance/broker/protocol.py",

@@ -67,7 +67,7 @@ PLANTED_IN = {"no-escape": "conformance.codec.encoder"}
 
 #: The parser's modules: what every codec harness traces.
 PARSER = ("conformance.codec.commandline", "conformance.codec.escaping",
-          "conformance.codec.parser")
+          "conformance.codec.headblock", "conformance.codec.parser")
 
 Load = Callable[[dict[str, ModuleType]], Callable[[bytes], None]]
 

@@ -58,6 +58,7 @@ def test_the_wheel_holds_compiled_modules(site: Path) -> None:
     assert compiled == {"conformance.codec.events", "conformance.codec.commandline",
                         "conformance.codec.escaping",
                         "conformance.codec.encoder", "conformance.codec.parser",
+                        "conformance.codec.headblock",
                         "conformance.broker.destinations", "conformance.broker.outgoing",
                         "conformance.broker.protocol", "conformance.broker.session",
                         "conformance.fuzz.parsing.draw", "conformance.fuzz.parsing.readings"}

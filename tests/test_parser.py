@@ -118,6 +118,21 @@ def test_long_bodies_give_the_same_events_for_every_split(size: int, terminator:
     assert run(split(data, range(0, len(data), 4096)), strict=strict) == whole
 
 
+@pytest.mark.parametrize("content_length", [True, False])
+def test_a_body_read_from_a_reused_buffer_is_what_was_sent(content_length: bool) -> None:
+    # A body's reads are kept until its end: a caller's buffer, reused, must not change it.
+    body = bytes(range(1, 256)) * 40
+    data = encode_raw("SEND", [("destination", "/q")], body,
+                      content_length=len(body) if content_length else None)
+    parser, events, reused = Parser(), [], bytearray(1000)
+    for at in range(0, len(data), 1000):
+        piece = data[at:at + 1000]
+        reused[:len(piece)] = piece
+        events += parser.feed(memoryview(reused)[:len(piece)] if at % 2000 else reused[:len(piece)])
+        reused[:] = bytes(len(reused))
+    assert [(e.body, e.size) for e in events] == [(body, len(data))] and parser.buffered == 0
+
+
 def test_heartbeats_between_frames_are_events_with_offsets() -> None:
     events = Parser().feed(b"\n\r\nRECEIPT\nreceipt-id:1\n\n\x00\n")
     assert events[0] == Heartbeat(0, b"\n") and events[1] == Heartbeat(1, b"\r\n")

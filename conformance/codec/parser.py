@@ -31,25 +31,19 @@ stricter peer parser takes the letter of the spec instead):
 
 from __future__ import annotations
 
-from itertools import accumulate, count
-from operator import add
-
-from conformance.codec.commandline import COMMAND_LINES, command_fault
+from conformance.codec.commandline import COMMAND_LINES
 from conformance.codec.errors import (
     BodyNotAllowed,
     BodyTooLarge,
     ContentLengthError,
-    EncodingError,
-    EscapeError,
     FrameTooLarge,
     FramingError,
     HeaderCountExceeded,
     HeaderLineTooLong,
-    ProtocolViolation,
     StompError,
 )
-from conformance.codec.escaping import UNDEFINED_ESCAPE, try_unescape
 from conformance.codec.events import Event, Frame, Heartbeat, Violation
+from conformance.codec.headblock import HeadJudge
 from conformance.codec.limits import Limits
 from conformance.spec import statement_id
 from conformance.spec.grammar import (
@@ -82,7 +76,7 @@ class _Head:
         self.length = length
 
 
-class Parser:
+class Parser(HeadJudge):
     """Feed bytes in any chunking with `feed`; call `eof` when the peer closes."""
 
     def __init__(self, *, version: Version = "1.2", strict: bool = True,
@@ -105,6 +99,13 @@ class Parser:
         self._line_start = 0   # partial header block: start of its unfinished line
         self._head: _Head | None = None
         self._need = 0         # buffer length below which nothing new can complete
+        # The reads of a body that is still arriving, kept as they came after _buf: a body
+        # is joined once, when its end is here, not copied into _buf at each read. Of a
+        # body of known length they are counted by `_short`, the octets it still lacks
+        # (with _need: see _held); of one up to a NUL, by `_parked`.
+        self._parts: list[bytes] = []
+        self._parked = 0
+        self._short = 0
         # While a header block or a body of unknown length is unfinished, nothing completes
         # without the octet `_wait` (the LF of an EOL, the NUL), and no limit is reached
         # while the buffer is at most `_room` long: a read that brings neither is only kept.
@@ -122,7 +123,7 @@ class Parser:
     def version(self, version: Version) -> None:
         if version not in VERSIONS:
             raise ValueError(f"version must be one of {', '.join(VERSIONS)}, not {version!r}")
-        self._version: Version = version
+        self._version = version
         self._crlf = CRLF_EOL[version]
         self._escaping = ESCAPES[version] is not None
         self._command_lines = COMMAND_LINES[self._crlf]
@@ -135,24 +136,41 @@ class Parser:
     @property
     def buffered(self) -> int:
         """Bytes held for an unfinished frame."""
-        return len(self._buf) - self._pos
+        return self._held() - self._pos
 
     def feed(self, data: bytes) -> list[Event]:
         """Add bytes from the peer; return the events they complete. On a broken rule
         (strict) or a limit, raise; the error's `events` holds what came before it, and
         the parser stays failed."""
+        short = self._short - len(data)
+        if short > 0:  # a body of known length, short of its end: the read is kept aside
+            self._short = short
+            self._parts.append(data if type(data) is bytes else bytes(data))  # may be reused
+            return []
         if self._error is not None:
             raise self._error
-        self._buf += data
-        size = len(self._buf)
-        if size < self._need or (size <= self._room and self._wait not in data):
-            return []  # a body of known length still arriving, or no octet awaited
+        if type(data) is not bytes:  # searched below (`in` a memoryview compares ints)
+            data = bytes(data)
+        head = self._head
+        if head is None:
+            self._buf += data
+            if len(self._buf) <= self._room and self._wait not in data:
+                return []  # no octet awaited
+        elif not self._need and (len(self._buf) + self._parked + len(data) <= self._room
+                                 and b"\x00" not in data):
+            self._parked += len(data)  # a body up to its NUL, no limit reached: kept aside
+            self._parts.append(data)
+            return []
         out: list[Event] = []
         try:
+            if head is not None:
+                self._end_body(head, data, out)
             self._parse(out)
         except StompError as error:
             error.events = out  # type: ignore[attr-defined]
             self._error = error
+            self._parked = self._held() - len(self._buf)
+            self._short = self._need = 0  # feed raises from now on
             raise
         pos = self._pos
         if pos:
@@ -167,6 +185,7 @@ class Parser:
             if self._head is not None:
                 self._head.start -= pos
                 self._head.body_start -= pos
+        self._short = self._need - len(self._buf)
         return out
 
     def eof(self) -> None:
@@ -175,21 +194,47 @@ class Parser:
             self._error = FramingError(
                 "connection closed in the middle of a frame",
                 statement=statement_id("frames.nul-terminated", self._version),
-                offset=self._base + len(self._buf),
+                offset=self._base + self._held(),
             )
             self._error.events = []  # type: ignore[attr-defined]
             raise self._error
 
     # -- internals ------------------------------------------------------------------------
 
-    def _violate(self, found: list[Violation], kind: type[ProtocolViolation], rule: str,
-                 message: str, at: int, args: tuple[object, ...] = ()) -> None:
-        """Strict: raise `kind`. Observing: record it, formatting `message` with `args` later."""
-        statement = statement_id(rule, self._version)
-        if self.strict:
-            raise kind(message.format(*args) if args else message, statement=statement,
-                       offset=self._base + at)
-        found.append(Violation(statement, message, self._base + at, args))
+    def _held(self) -> int:
+        """Octets held: _buf and the reads parked after it."""
+        return self._need - self._short if self._need else len(self._buf) + self._parked
+
+    def _end_body(self, head: _Head, data: bytes, out: list[Event]) -> None:
+        """The read `data` may end `head`'s body, whose earlier reads are parked: if it ends
+        it cleanly, emit the frame, its body joined in one copy, and keep only what follows
+        it in _buf. Anything else (an octet where content-length puts the NUL, a limit) is
+        left to _parse, the parked reads put back in _buf first."""
+        buf = self._buf
+        if head.length is not None:  # its NUL is due at _need - 1: data[_short - 1]
+            at = self._short - 1
+            stop = self._need - 1
+            clean = data[at] == 0
+        else:
+            at = data.find(b"\x00")
+            stop = len(buf) + self._parked + at
+            clean = at >= 0 and stop - at + len(data) <= self._room
+        if not clean:
+            for part in self._parts:
+                buf += part
+            buf += data
+            self._parts, self._parked = [], 0
+            return
+        # The view pins this _buf's size: it is replaced below, never resized.
+        body = b"".join([memoryview(buf)[head.body_start:], *self._parts,
+                         memoryview(data)[:at]])
+        out.append(self._frame(head.command, head.headers, head.violations, head.notes,
+                               head.start, head.body_start, stop, body))
+        self._base += stop + 1
+        self._buf = bytearray(memoryview(data)[at + 1:])
+        self._pos = self._scan = self._counted = self._line_start = self._need = 0
+        self._head = None
+        self._parts, self._parked = [], 0
 
     def _parse(self, out: list[Event]) -> None:
         buf = self._buf
@@ -241,29 +286,31 @@ class Parser:
             self._head = None
 
     def _frame(self, command: str, headers: list[tuple[str, str]], violations: list[Violation],
-               notes: tuple[str, ...], start: int, body_start: int, stop: int) -> Frame:
-        """The Frame whose octets are buf[start:stop + 1], its NUL at `stop`."""
+               notes: tuple[str, ...], start: int, body_start: int, stop: int,
+               body: bytes | None = None) -> Frame:
+        """The Frame whose octets are buf[start:stop + 1], its NUL at `stop`; its body
+        `body` when given (joined from parked reads)."""
         if stop - body_start > self._max_body:  # read up to its NUL, all in one go
             raise BodyTooLarge(f"body of {stop - body_start} octets exceeds the limit of "
                                f"{self._max_body}", offset=self._base + body_start)
         if stop + 1 - start > self._max_frame:
             raise FrameTooLarge(f"frame of {stop + 1 - start} octets exceeds the limit of "
                                 f"{self._max_frame}", offset=self._base + start)
-        # A slice of a big body through a memoryview saves one copy of it.
-        body = bytes(self._buf[body_start:stop] if stop - body_start < 4096
-                     else memoryview(self._buf)[body_start:stop])
+        if body is None:  # a slice of a big body through a memoryview saves one copy of it
+            body = bytes(self._buf[body_start:stop] if stop - body_start < 4096
+                         else memoryview(self._buf)[body_start:stop])
         if body and command not in BODY_COMMANDS and self._version != "1.0":
             self._violate(violations, BodyNotAllowed, "body.forbidden-frames",
                           "a {} frame must not have a body ({} octets)", body_start,
                           (command, len(body)))
-        return Frame(command, headers, body, violations=violations, notes=notes,
+        return Frame(command, tuple(headers), body, violations=violations, notes=notes,
                      offset=self._base + start, size=stop + 1 - start)
 
     def _read_head(self, pos: int, n: int) -> Frame | _Head | None:
         """Parse the frame starting at `pos`: the Frame if it is all there, else the parsed
         head awaiting its body, or None while the head itself is incomplete."""
         buf = self._buf
-        scan = max(self._scan, pos)
+        scan = self._scan if self._scan > pos else pos
         end = buf.find(b"\n\n", scan)
         skip = 2
         if self._crlf:
@@ -295,14 +342,15 @@ class Parser:
         if len(lines) - 1 > self._max_headers:
             raise HeaderCountExceeded(f"{len(lines) - 1} headers exceed the limit of "
                                       f"{self._max_headers}", offset=self._base + pos)
-        if self._crlf and "\r" in text:
+        cr = self._crlf and "\r" in text
+        if cr:
             lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         command = lines[0]
         if command not in COMMANDS and self._judge_command(
                 violations, pos, buf.find(b"\n", pos, end + 1), True, command) == bad_utf8:
             utf8_line = -1  # recorded there, as the octet that broke the command line
         escaping = self._escaping and command not in UNESCAPED_COMMANDS
-        if (escaping and "\\" in text) or (self._crlf and "\r" in text) or utf8_line >= 0:
+        if (escaping and "\\" in text) or cr or utf8_line >= 0:
             headers, length = self._slow_headers(lines, block, pos, escaping, violations,
                                                  utf8_line, bad_utf8)
         else:
@@ -349,142 +397,14 @@ class Parser:
                 return self._frame(command, headers, violations, notes, pos, body_start, stop)
         return _Head(command, headers, violations, notes, pos, body_start, size)
 
-    def _slow_headers(self, lines: list[str], block: bytearray, pos: int, escaping: bool,
-                      violations: list[Violation], utf8_line: int, bad_utf8: int
-                      ) -> tuple[list[tuple[str, str]], str | None]:
-        """Header lines holding a backslash, a CR, invalid UTF-8 or a malformed line (lines[1:],
-        the CR of a CR LF removed; block = buf[pos:...]): check them and decode their escapes.
-        The first invalid UTF-8, at `bad_utf8` in line `utf8_line`, comes before that line's
-        other violations."""
-        starts = _line_starts(block, pos)
-        headers = []
-        length = None
-        if utf8_line == 0:  # in the command line, after what the command's judge recorded
-            self._bad_utf8(violations, bad_utf8, False)
-        for index in range(1, len(lines)):
-            if index == utf8_line:
-                self._bad_utf8(violations, bad_utf8, True)
-            line = lines[index]
-            name, colon, value = line.partition(":")
-            if self._crlf and "\r" in line:
-                self._violate(violations, FramingError, "frames.header-grammar",
-                              "CR inside a header line", starts[index])
-            if not colon or not name or (escaping and ":" in value):
-                self._violate(violations, FramingError, "frames.header-grammar",
-                              "unescaped ':' in the value of header {!r}" if colon and name
-                              else "header line {!r} is not name:value", starts[index],
-                              (name,) if colon and name else (line[:40],))
-            if escaping and "\\" in line:
-                # An undefined escape leaves its text as sent (and the value, after a name).
-                at = starts[index]
-                value_at = at + len(name.encode()) + 1  # after the name as sent, and ':'
-                name, undefined = try_unescape(name, self._version)
-                if undefined is None:
-                    at = value_at
-                    value, undefined = try_unescape(value, self._version)
-                if undefined is not None:
-                    self._violate(violations, EscapeError,
-                                  "value-encoding.undefined-escape-fatal", UNDEFINED_ESCAPE,
-                                  at + undefined[0], (undefined[1], self._version))
-            if name == "content-length" and length is None and self.content_length:
-                length = value
-            headers.append((name, value))
-        return headers, length
-
-    def _judge_command(self, violations: list[Violation], pos: int, stop: int, complete: bool,
-                       shown: str | None = None) -> int:
-        """Record (strict: raise) where the command line buf[pos:stop] breaks, if it does (see
-        commandline.command_fault): invalid UTF-8 there first, then the unknown command."""
-        at, invalid = command_fault(self._buf, pos, stop, self._crlf, complete)
-        if at >= 0:
-            if invalid:
-                self._bad_utf8(violations, at, False)
-            if shown is None:
-                shown = self._buf[pos:at + 1].decode("utf-8", "replace")
-            self._violate(violations, FramingError, "frames.command-grammar",
-                          "unknown command {!r}", at, (shown[:40],))
-        return at
-
-    def _bad_utf8(self, violations: list[Violation], at: int, header: bool) -> None:
-        # 1.0 names no encoding; its grammar allows US-ASCII CHARs, which these are not.
-        rule = ("value-encoding.utf8" if self._version != "1.0" else
-                "frames.header-grammar" if header else "frames.command-grammar")
-        self._violate(violations, EncodingError, rule, "command or header is not valid UTF-8",
-                      at)
-
-    def _check_partial_head(self, pos: int, n: int) -> None:
-        """Bound an unfinished header block: its open line and its count of lines; strict,
-        judge what arrived of it."""
-        buf = self._buf
-        counted = max(self._counted, pos)
-        if counted == pos:
-            self._lines, self._line_start = 0, pos
-        opened = self._line_start  # the first line that was not complete
-        last = buf.rfind(b"\n", counted, n)
-        if last >= 0:
-            self._lines += buf.count(b"\n", counted, n)
-            self._line_start = last + 1
-        self._counted = n
-        if n - self._line_start > self._max_line:
-            raise HeaderLineTooLong(f"header line longer than the limit of "
-                                    f"{self._max_line} octets and not ended",
-                                    offset=self._base + self._line_start)
-        if self._lines - 1 > self._max_headers:  # the command line's LF is no header
-            raise HeaderCountExceeded(f"more than {self._max_headers} headers",
-                                      offset=self._base + pos)
-        if n - pos > self._max_frame:  # many lines, each within its limit
-            raise FrameTooLarge(f"header block longer than the frame limit of "
-                                f"{self._max_frame} octets and not ended",
-                                offset=self._base + pos)
-        if self.strict:
-            self._fail_early(pos, opened, n)
-
-    def _fail_early(self, pos: int, opened: int, n: int) -> None:
-        """Raise now for what no more input can mend: a command line no command begins as
-        it does, a complete header line that breaks a rule. Lines before `opened` passed at
-        an earlier read; a whole block gets the same checks, in the same order."""
-        buf = self._buf
-        ignored: list[Violation] = []  # strict: the first violation raises
-        if opened == pos:  # the command line was open
-            lf = buf.find(b"\n", pos, n)
-            if lf < 0 or bytes(buf[pos:lf]) not in self._command_lines:
-                self._judge_command(ignored, pos, n if lf < 0 else lf, lf >= 0)
-                if lf < 0:
-                    return
-            opened = lf + 1
-        done = self._line_start
-        if opened >= done:
-            return
-        command = buf[pos:buf.find(b"\n", pos)].decode()  # a command line: ASCII
-        escaping = (self._escaping
-                    and command.removesuffix("\r") not in UNESCAPED_COMMANDS)
-        # From the LF before them: line 0 is empty, where a block's command line is skipped.
-        block = buf[opened - 1:done - 1]
-        utf8_line = bad_utf8 = -1
-        try:
-            text = block.decode("utf-8")
-        except UnicodeDecodeError as error:
-            utf8_line, bad_utf8 = block.count(b"\n", 0, error.start), opened - 1 + error.start
-            text = block.decode("utf-8", "replace")
-        lines = text.split("\n")
-        if utf8_line < 0 and not (escaping and "\\" in text) and "\r" not in text:
-            for line in lines[1:]:  # the fast path of _read_head
-                name, colon, value = line.partition(":")
-                if not colon or not name or (escaping and ":" in value):
-                    break
-            else:
-                return
-        if self._crlf and "\r" in text:
-            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-        self._slow_headers(lines, block, opened - 1, escaping, ignored, utf8_line, bad_utf8)
-
     def _read_body(self, head: _Head, n: int) -> int:
         """The index of the NUL that ends `head`'s body, or -1 while it is incomplete."""
         buf = self._buf
         if head.length is not None:
             stop = head.body_start + head.length
             if stop >= n:
-                self._check_frame(head, stop + 1)
+                if stop + 1 - head.start > self._max_frame:
+                    self._check_frame(head, stop + 1)
                 self._need = stop + 1
                 return -1
             self._need = 0
@@ -509,9 +429,3 @@ class Parser:
         if end - head.start > self._max_frame:
             raise FrameTooLarge(f"frame larger than the limit of {self._max_frame} octets",
                                 offset=self._base + head.start)
-
-
-def _line_starts(block: bytearray, at: int) -> list[int]:
-    """Buffer indexes of the lines of a header block that starts at index `at` (and one past
-    its end): `at`, plus the lengths of the lines before and the LF after each."""
-    return list(map(add, accumulate(map(len, block.split(b"\n")), initial=at), count()))
