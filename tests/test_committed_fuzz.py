@@ -38,7 +38,7 @@ def test_the_committed_report_is_the_triage_of_the_committed_campaigns(tmp_path:
     assert not changed, f"buckets changed since reports/fuzz.* was made: {changed[:10]}; " \
                         f"run {REFRESH}, or triage again"
     for broker in committed["brokers"]:  # reproducible: who, with what, for how long
-        assert broker["server"] and broker["campaign"]["seed"], broker["name"]
+        assert broker["version"] and broker["campaign"]["seed"], broker["name"]
         assert broker["campaign"]["tool_version"], broker["name"]
         assert broker["campaign"]["elapsed_s"] >= 60, broker["name"]
 

@@ -49,6 +49,7 @@ from conformance.fuzz.network.oracle import (
     Kind,
     Oracle,
     Unreachable,
+    grade,
 )
 from conformance.fuzz.network.reproducer import case_yaml
 from conformance.profiles import load_profile
@@ -464,3 +465,17 @@ def test_finding_files_and_records_round_trip(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted(r["campaign_id"] for r in lines) == ["c0ffee", "other"]
     assert all(r["schema_version"] == 1 for r in lines)
+
+
+def test_a_frame_without_its_required_header_taken_is_graded_per_version() -> None:
+    """1.1 and 1.2 make refusing it the server's duty; 1.0 binds the client alone (its
+    server "may send ERROR frames"), as the catalogue's 1.0 cases grade it."""
+
+    def graded(version: str, statement: str) -> Outcome:
+        given = FuzzInput(version=version, chunks=(b"ACK\nreceipt:r\n\n\x00",),  # type: ignore[arg-type]
+                          expect=Expect.ERROR, statement=statement,
+                          mutation="missing-required-header", receipt="r")
+        return grade(Anomaly(Kind.ACCEPTED, statement, "taken"), given)
+
+    assert graded("1.2", "ack.id-required") is Outcome.FAILED
+    assert graded("1.0", "ack.message-id-required-v10") is Outcome.INFORMATIONAL

@@ -75,11 +75,12 @@ def markdown(report: dict[str, Any]) -> str:
              "hang was sent again alone against the restarted broker until one input "
              "reproduced it. Buckets are findings with one signature; *known* means its "
              "profile declares it or a catalogue case already shows it on that broker.", "",
-             "| broker | server | " + " | ".join(report["categories"]) + " | new |",
-             "|---|---|" + "---|" * (len(report["categories"]) + 1)]
+             "| broker | version | server header | " + " | ".join(report["categories"])
+             + " | new |", "|---|---|---|" + "---|" * (len(report["categories"]) + 1)]
     for broker in report["brokers"]:
         row = report["counts"][broker["name"]]
-        lines.append(f"| {cell(broker['name'])} | {cell(broker['server'] or '?')} | "
+        lines.append(f"| {cell(broker['name'])} | {cell(broker['version'] or '?')} | "
+                     f"{cell(broker['server'] or 'none')} | "
                      + " | ".join(str(row[c]) for c in report["categories"])
                      + f" | {row['new']} |")
     lines += ["", "Buckets no catalogue case checks: "

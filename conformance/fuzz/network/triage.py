@@ -19,7 +19,8 @@ triager knows better than the rules above (a crash the profile's `alone:` cases 
 case written for a bucket).
 
 A broker's folder (what `reports/refresh fuzz` writes) holds `state.json` and `findings/`
-of its grammar campaign, `stateful.json` (the stateful fuzzer's result) and `probe.json`.
+of its grammar campaign, `stateful.json` (the stateful fuzzer's result), `probe.json` and
+`version` (what was fuzzed, as its installer names it).
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class BrokerResults:
     name: str
     profile: str
     server: str
+    #: what was fuzzed, as its installer names it (the folder's `version` file)
+    version: str
     campaign: dict[str, Any]
     stateful: dict[str, Any]
     #: each probe's name, grade and summary
@@ -214,6 +217,7 @@ def triage_broker(folder: Path, *, comparison: Mapping[str, Any] | None = None,
     order = {c: n for n, c in enumerate(CATEGORIES)}
     return BrokerResults(
         name=name, profile=state.broker.profile, server=state.server,
+        version=_text(folder / "version"),
         campaign={"seed": state.seed, "generator": state.generator,
                   "versions": list(state.versions), "tool_version": state.tool_version,
                   "elapsed_s": state.counters.elapsed_s, "inputs": state.counters.inputs,
@@ -224,6 +228,13 @@ def triage_broker(folder: Path, *, comparison: Mapping[str, Any] | None = None,
                for p in _read(folder / "probe.json", []) if isinstance(p, dict)],
         buckets=sorted(buckets.values(), key=lambda b: (order[b.category], b.known,
                                                           b.signature)))
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text("utf-8").strip()
+    except OSError:
+        return ""
 
 
 def _level_grade(level: str) -> str:
