@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 from helpers import cli
 
-from conformance.fuzz.network.process import Resources, Sample, Thresholds, crash_line
+from conformance.fuzz.network.process import (
+    Resources,
+    Sample,
+    Thresholds,
+    crash_line,
+    crash_site,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAGILE = Path(__file__).with_name("fragile.py")
@@ -53,6 +59,9 @@ def test_a_crash_is_told_by_the_error_the_broker_printed_its_numbers_blanked() -
     # the input's octets quoted in the message are blanked, a name is kept
     assert crash_line("SyntaxError: Unexpected token 'S', \"SEND,\" is not valid JSON", 1) == \
         crash_line("SyntaxError: Unexpected token '\u00e9', \"\u00e9\" is not valid JSON", 1)
+    assert crash_site(log) == "at parse (/opt/broker/lib/frame.js:42:17)"
+    python = 'Traceback:\n  File "/srv/broker.py", line 7, in read\n    x()\nKeyError: 1\n'
+    assert crash_site(python) == 'File "/srv/broker.py", line 7, in read'
     assert crash_line("bye\n", -9) == "killed by signal 9"
     assert crash_line("", 3) == "exit status 3"
     assert crash_line("", None) == "alive, not answering"

@@ -33,6 +33,7 @@ from conformance.fuzz.network.process import (
     LaunchError,
     Resources,
     crash_line,
+    crash_site,
 )
 from conformance.spec import statement_id
 
@@ -195,7 +196,9 @@ class Watch:
             return Anomaly(Kind.HANG, statement, f"the broker's process lives but gives no "
                            f"CONNECTED for {host.settings.recovery:g} s: {why}")
         how = f"killed by signal {-status}" if status < 0 else f"exited with status {status}"
-        return Anomaly(Kind.CRASH, statement, f"the broker's process {how}: {said}", about=said)
+        site = crash_site(process.output())
+        return Anomaly(Kind.CRASH, statement, f"the broker's process {how}: {said}"
+                       + (f" ({site})" if site else ""), about=said)
 
     async def _recover(self, *, kill: bool = False) -> bool:
         """Start the broker again (launched; `kill`: without asking it to stop) or wait for

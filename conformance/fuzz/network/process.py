@@ -186,6 +186,26 @@ _QUOTED = re.compile(r"(['\"])(.*?)\1")
 _NAME = re.compile(r"[A-Za-z_$][\w$.]{2,}")
 
 
+#: the first frame of a stack printed after an error: Node's `at f (file:line:col)`, Python's
+#: `File "...", line N`, Ruby's `file:line:in`, Java's `at pkg.Class.method(File.java:N)`
+_FRAME = re.compile(r"^\s*(at .+|File \".+\", line \d+.*|\S+:\d+:in .+)$")
+
+
+def crash_site(output: str) -> str:
+    """Where the broker's last error was raised, as its stack's first frame says (a Python
+    traceback's last), or "" when it printed none."""
+    lines = output.splitlines()
+    errors = [n for n, line in enumerate(lines) if _ERROR.search(line)]
+    if not errors:
+        return ""
+    last = errors[-1]
+    after = [line.strip() for line in lines[last + 1:last + 8] if _FRAME.match(line)]
+    if after:
+        return after[0][:200]
+    before = [line.strip() for line in lines[max(last - 8, 0):last] if _FRAME.match(line)]
+    return before[-1][:200] if before else ""
+
+
 def crash_line(output: str, status: int | None) -> str:
     """What tells this crash from another: the last line of the broker's output that names an
     error, its numbers and paths blanked (they change from one run to the next); else how
