@@ -121,6 +121,7 @@ def test_a_crash_is_tied_to_the_input_that_causes_it_and_replays(tmp_path: Path)
     assert "Traceback" not in replayed.stderr
 
 
+@pytest.mark.timing  # a broker slower than --hang-after would look hung
 @pytest.mark.slow
 def test_a_broker_that_stops_answering_is_a_hang_and_is_started_again(tmp_path: Path) -> None:
     port, corpus = free_port(), tmp_path / "campaign"

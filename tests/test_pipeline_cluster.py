@@ -48,7 +48,10 @@ def _daemon(name: str, main: str, args: list[str], folder: Path,
     home = Path(pyspark.__file__).parent
     with (folder / f"{name}.log").open("wb") as log:
         return subprocess.Popen(
-            ["java", "-Xmx256m", "-Dspark.master.rest.enabled=false",
+            # the JIT's first tier and a serial GC: a daemon that lives a minute spends
+            # more CPU optimising than it would save (the cores are shared with the suite)
+            ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+             "-Dspark.master.rest.enabled=false",
              "-cp", f"{home / 'jars'}/*", main, *args],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
             start_new_session=True)  # its own group: its executors go with it
