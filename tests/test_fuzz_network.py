@@ -479,3 +479,5 @@ def test_a_frame_without_its_required_header_taken_is_graded_per_version() -> No
 
     assert graded("1.2", "ack.id-required") is Outcome.FAILED
     assert graded("1.0", "ack.message-id-required-v10") is Outcome.INFORMATIONAL
+    # a SUBSCRIBE without id can be served all the same, as the catalogue grades it
+    assert graded("1.2", "subscribe-id.required") is Outcome.INFORMATIONAL

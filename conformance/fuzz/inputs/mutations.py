@@ -66,6 +66,8 @@ class Mutation:
     #: spec makes refusing it the server's duty, informational where the rule binds the
     #: client alone (the catalogue's cases grade the same inputs the same way)
     accepted: Outcome = Outcome.INFORMATIONAL
+    #: rules (1.2 ids) whose broken input a broker may take all the same: informational
+    taken_open: frozenset[str] = frozenset()
     #: how often it is drawn, relative to the others
     weight: int = 2
 
@@ -303,8 +305,11 @@ MUTATIONS: dict[str, Mutation] = {m.name: m for m in (
     Mutation("no-common-version", "negotiation.no-common-version-error", "session",
              _ESCAPING, no_common_version, accepted=_FAILED),
     Mutation("ack-unknown-id", "ack.id-required", "session", VERSIONS, ack_unknown_id),
+    # a SUBSCRIBE without id can still be served (the broker names the subscription), as
+    # errors-and-lifecycle.subscribe-without-id grades it; one without destination cannot
     Mutation("missing-required-header", "send.destination-required", "session", VERSIONS,
-             missing_required_header, accepted=_FAILED, weight=3),
+             missing_required_header, accepted=_FAILED, weight=3,
+             taken_open=frozenset({"subscribe-id.required"})),
     Mutation("unknown-transaction", "commit.transaction-required", "session", VERSIONS,
              unknown_transaction, accepted=_FAILED),
 )}

@@ -36,6 +36,7 @@ import yaml
 
 from conformance.fuzz.network.findings import Finding, signature_of, signature_text
 from conformance.fuzz.network.folder import CampaignState, load_finding
+from conformance.fuzz.network.oracle import Anomaly, grade
 from conformance.profiles import Profile, load_profile
 from conformance.runner.results import Outcome
 from conformance.scenario.loader import load_cases, shipped_catalogue
@@ -194,11 +195,14 @@ def triage_broker(folder: Path, *, comparison: Mapping[str, Any] | None = None,
     for path in sorted((folder / "findings").glob("*.json")):
         finding = load_finding(path)
         sig = signature_of(finding.kind.value, finding.statement, finding.about)
+        # graded by this version's rules, which a campaign made earlier may predate
+        graded = grade(Anomaly(finding.kind, finding.statement, finding.detail,
+                               finding.about), finding.input)
         bucket = buckets.get(finding.id)
         if bucket is None:
             bucket = buckets[finding.id] = _bucket(
                 name, profile, outcomes, sig, finding.kind.value, finding.statement,
-                finding.grade.value, finding.confirmed, rule_of(finding.input.statement)
+                graded.value, finding.confirmed, rule_of(finding.input.statement)
                 if finding.input.statement else "", notes, "grammar")
         bucket.findings.append(_finding_row(finding, path))
     stateful = _read(folder / "stateful.json", {})
