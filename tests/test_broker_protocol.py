@@ -165,6 +165,22 @@ def test_refused_input_is_error_then_close_or_read_on_under_error_without_close(
     assert silent.send(crowded) == [] and silent.closed
 
 
+def test_broken_connect_and_header_octets_are_refused_unless_a_fault_lets_them() -> None:
+    """A malformed heart-beat is ERROR then close (closed silently under its fault); header
+    octets that are not UTF-8 are ERROR then close (taken under invalid-utf8-accepted)."""
+    beat = frame("CONNECT", accept_version="1.2", host="h", heart_beat="1,2,3")
+    assert Peer(store()).error(beat).get("message", "").startswith("heart-beat")
+    silent = Peer(store(), faults=Faults(bad_heart_beat_closed_silently=True))
+    assert silent.send(beat) == [] and silent.closed.startswith("heart-beat")
+    bad = b"SEND\ndestination:/queue/q\nreceipt:r\nx-bad:a\xed\xa0\x80\n\nhi\x00"
+    strict = Peer(store())
+    strict.connect()
+    assert strict.error(bad).get("message", "").startswith("malformed frame")
+    taking = Peer(store(), faults=Faults(invalid_utf8_accepted=True))
+    taking.connect()
+    assert [(f.command, f.get("receipt-id")) for f in taking.send(bad)] == [("RECEIPT", "r")]
+
+
 def test_the_drivers_clock_gives_error_then_close() -> None:
     peer = Peer(store())
     peer.carry(peer.protocol.timed_out("no CONNECT frame in time"))

@@ -21,7 +21,8 @@ SERVER = f"stomp-conformance/{__version__}"
 class Answer:
     """What the connection does about one CONNECT, in this order: take `version` (and give
     its parser `parser_version`); if `refused`, answer ERROR with that message (then close,
-    as every error); write `frames`; close if `close`; it is `connected` if so."""
+    as every error); write `frames`; close if `close` (saying why); it is `connected` if
+    so."""
 
     #: the connection's version from now on, and its parser's; None: unchanged
     version: str | None = None
@@ -31,7 +32,7 @@ class Answer:
     #: own choices: a host it does not serve, credentials)
     breaks: str = ""
     frames: list[Frame] = field(default_factory=list)
-    close: bool = False
+    close: str = ""
     connected: bool = False
     #: seconds between the broker's heart-beats (0: none), whether to start sending them,
     #: and seconds between the client's (0: none expected)
@@ -62,7 +63,7 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
     common = [v for v in speaks if v in offered or faults.ignore_accept_version]
     if not common and not faults.accept_any_version:
         why = "" if bound is None else " on this connection (its WebSocket subprotocols)"
-        return Answer(version="1.2", close=True, frames=[Frame("ERROR", [
+        return Answer(version="1.2", close="no common protocol version", frames=[Frame("ERROR", [
             ("version", ",".join(speaks)), ("content-type", "text/plain"),
             ("message", "no common protocol version")],
             f"Supported protocol versions{why} are {' '.join(speaks)}".encode())])
@@ -82,6 +83,9 @@ def answer(config: BrokerConfig, faults: Faults, frame: Frame, session: str,
         else []
     if version != "1.0":
         _negotiate_heartbeats(config, faults, frame, headers, done)
+        if done.breaks == "heart-beating.header-format" and \
+                faults.bad_heart_beat_closed_silently:
+            return Answer(version=version, close=done.refused)  # closed, no ERROR said why
         if done.refused and not faults.error_without_close:
             return done  # (error-without-close: the ERROR, then CONNECTED all the same)
     if (version == "1.0" or not config.minimal_connected) and not (

@@ -56,6 +56,10 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "no-heartbeats": ("heart-beating.send-eol", "heart-beats are offered but never sent"),
     "bad-heartbeat-header": ("heart-beating.header-format",
                              "CONNECTED's heart-beat header is not two integers"),
+    "bad-heart-beat-closed-silently": (
+        "heart-beating.header-format",
+        "a CONNECT whose heart-beat header is not two integers gets the connection closed "
+        "without an ERROR saying why"),
     "cumulative-ack-crosses-subscriptions": (
         "subscribe-ack.client-cumulative",
         "a client-mode ACK acknowledges messages of the connection's other subscriptions"),
@@ -192,6 +196,9 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
         "content-length.octet-count",
         "a content-length that is not an octet count (-1, abc) is ignored: the body is read "
         "up to its NUL and the frame accepted"),
+    "invalid-utf8-accepted": ("value-encoding.utf8",
+                              "a 1.1 or 1.2 frame whose header names or values are not UTF-8 "
+                              "is taken, its octets that are not UTF-8 read as U+FFFD"),
     "commands-case-insensitive": ("frames.case-sensitive",
                                   "commands are read whatever their case: 'send' is SEND"),
     "content-type-not-mime": ("content-type.mime-type",
@@ -270,6 +277,7 @@ class Faults:
     accept_frames_before_connect: bool = False
     no_heartbeats: bool = False
     bad_heartbeat_header: bool = False
+    bad_heart_beat_closed_silently: bool = False
     cumulative_ack_crosses_subscriptions: bool = False
     individual_ack_cumulative: bool = False
     no_redelivery: bool = False
@@ -321,6 +329,7 @@ class Faults:
     cr_is_eol_v10: bool = False
     content_length_nul_unchecked: bool = False
     content_length_unreadable_ignored: bool = False
+    invalid_utf8_accepted: bool = False
     commands_case_insensitive: bool = False
     content_type_not_mime: bool = False
     no_content_type: bool = False

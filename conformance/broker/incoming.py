@@ -59,4 +59,5 @@ def excused(faults: Faults, statement: str) -> bool:
         (faults.content_length_nul_unchecked
          and statement.startswith("content-length.nul-terminated")) or \
         (faults.content_length_unreadable_ignored
-         and statement.startswith("content-length.read-octets"))
+         and statement.startswith("content-length.read-octets")) or \
+        (faults.invalid_utf8_accepted and statement == "value-encoding.utf8")

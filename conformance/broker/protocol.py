@@ -294,7 +294,7 @@ class BrokerProtocol:
         for reply in done.frames:
             self.write(reply)
         if done.close:
-            self._close("no common protocol version")
+            self._close(done.close)
         if done.connected and (done.beat or done.expect_every):
             tolerance = 0.9 if self.faults.heartbeat_no_tolerance else \
                 self.config.heartbeat_tolerance
