@@ -100,9 +100,11 @@ class RunningCase:
         """The statements the running step names (none: the case's)."""
         return self.step.statements if self.step else ()
 
-    def grade(self, outcome: Outcome, note: str) -> None:
-        """The running step grades the case: for the statements it checks."""
-        stake = graded_first(self.case.at_stake(self.version, self.named), outcome)
+    def grade(self, outcome: Outcome, note: str, statements: Sequence[str] = ()) -> None:
+        """The running step grades the case: for the statements it checks (`statements`:
+        those of the alternative that decided, where it names fewer)."""
+        stake = graded_first(self.case.at_stake(self.version, statements or self.named),
+                             outcome)
         self.grades.append(Broken(stake, outcome, note))
 
     def judged(self, failure: StepFailed | None, profile: Profile | None, *,

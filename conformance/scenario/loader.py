@@ -167,6 +167,9 @@ def _case(entry: dict[str, Any], at: Path_, file: Path, lines: dict[Path_, int],
         named = tuple(raw.get("statements", ()))
         (kind, args), = ((k, v) for k, v in raw.items() if k != "statements")
         _check_named(named, versions, file, _line(lines, step_at))
+        for n, alternative in enumerate(args if kind == "expect_any" else ()):
+            _check_named(tuple(alternative.get("statements", ())), versions, file,
+                         _line(lines, (*step_at, kind, n)))
         for path, text in _strings(args, (*step_at, kind)):
             for name in VARIABLE.findall(text):
                 if name not in defined:

@@ -186,7 +186,8 @@ async def step_expect_any(run: CaseRun, alternatives: list[dict[str, Any]]) -> N
             run.received(conn, after)
     for alternative in alternatives:
         if _alternative_met(alternative, event, after, run):
-            run.grade(Outcome(alternative["grade"]), alternative.get("note", ""))
+            run.grade(Outcome(alternative["grade"]), alternative.get("note", ""),
+                      tuple(alternative.get("statements", ())))
             if isinstance(event, Frame):
                 for key in ("expect", "expect_error_close"):
                     if key in alternative:
