@@ -233,3 +233,19 @@ def test_a_case_on_queues_and_topics_is_one_case_per_kind(tmp_path: Path) -> Non
     assert topic.steps == queue.steps and topic.title.endswith("(on a topic)")
     with pytest.raises(CaseLoadError, match=r"case.yaml:5: .*cannot require queues"):
         load_file(write(tmp_path, both.replace("  tags:", "  requires: [queues]\n  tags:")))
+
+
+def test_an_alternative_names_statements_the_loader_knows(tmp_path: Path) -> None:
+    """An expect_any alternative may name the statements it grades; an unknown one is a
+    load error at its line."""
+    text = GOOD.replace("    - raw:", """    - expect_any:
+        - {grade: passed, expect_error_close: {within: 1}}
+        - grade: failed
+          expect: {command: ERROR, within: 1}
+          statements: [error.close-after]
+    - raw:""")
+    (case,) = load_file(write(tmp_path, text))
+    assert case.steps[1].args[1]["statements"] == ["error.close-after"]
+    with pytest.raises(CaseLoadError, match="unknown statement 'error.nope'") as caught:
+        load_file(write(tmp_path, text.replace("[error.close-after]", "[error.nope]")))
+    assert caught.value.line == 10
