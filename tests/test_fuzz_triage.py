@@ -91,6 +91,9 @@ def test_a_broken_notes_file_or_folder_is_one_line(tmp_path: Path) -> None:
     done = cli("triage", str(folder), "--notes", str(notes))
     assert done.returncode == 2 and "known" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    notes.write_text("rabbitmq: [unclosed\n")
+    done = cli("triage", str(folder), "--notes", str(notes))
+    assert done.returncode == 2 and "not YAML" in done.stderr and "Traceback" not in done.stderr
     done = cli("triage", str(tmp_path / "nowhere"))
     assert done.returncode == 2 and "state.json" in done.stderr
     assert "Traceback" not in done.stderr

@@ -259,7 +259,10 @@ def read_notes(path: Path | None) -> dict[str, dict[str, Note]]:
     """BROKER -> SIGNATURE -> Note, from the triage notes file (none: empty)."""
     if path is None or not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text("utf-8")) or {}
+    try:
+        data = yaml.safe_load(path.read_text("utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not YAML: {' '.join(str(error).split())}") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict | None) for v in data.values()):
         raise ValueError(f"{path}: expected a mapping of broker names to notes by signature")
     return {str(broker): {str(sig): _note(path, entry) for sig, entry in (notes or {}).items()}
