@@ -58,7 +58,8 @@ def test_a_crash_is_told_by_the_error_the_broker_printed_its_numbers_blanked() -
         crash_line(log, 1)
     # the input's octets quoted in the message are blanked, a name is kept
     assert crash_line("SyntaxError: Unexpected token 'S', \"SEND,\" is not valid JSON", 1) == \
-        crash_line("SyntaxError: Unexpected token '\u00e9', \"\u00e9\" is not valid JSON", 1)
+        crash_line("SyntaxError: Unexpected token '\u00e9', \"\u00e9\" is not valid JSON", 1) == \
+        crash_line("SyntaxError: Unexpected token 'h', \"hello\" is not valid JSON", 1)
     assert crash_site(log) == "at parse (/opt/broker/lib/frame.js:42:17)"
     python = 'Traceback:\n  File "/srv/broker.py", line 7, in read\n    x()\nKeyError: 1\n'
     assert crash_site(python) == 'File "/srv/broker.py", line 7, in read'

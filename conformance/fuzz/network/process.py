@@ -181,7 +181,8 @@ _ERROR = re.compile(r"\b([A-Z][A-Za-z0-9_.]*(Error|Exception)\b|Segmentation fau
                     r"panic|FATAL|fatal error|Killed)")
 #: what changes from one run of the same crash to the next
 _VARYING = [(re.compile(r"0x[0-9a-fA-F]+|\d+"), "#"), (re.compile(r"/[^\s:'\"()]*/"), "…/")]
-#: quoted text: a name (`reading 'substr'`) tells crashes apart; the input's octets do not
+#: quoted text: a name in single quotes (`reading 'substr'`) tells crashes apart; the
+#: input's octets (`"hello" is not valid JSON`) do not
 _QUOTED = re.compile(r"(['\"])(.*?)\1")
 _NAME = re.compile(r"[A-Za-z_$][\w$.]{2,}")
 
@@ -212,8 +213,8 @@ def crash_line(output: str, status: int | None) -> str:
     the process ended."""
     lines = [line.strip() for line in output.splitlines() if _ERROR.search(line)]
     if lines:
-        line = _QUOTED.sub(lambda m: m[0] if _NAME.fullmatch(m[2]) else f"{m[1]}…{m[1]}",
-                           lines[-1])
+        line = _QUOTED.sub(lambda m: m[0] if m[1] == "'" and _NAME.fullmatch(m[2])
+                           else f"{m[1]}…{m[1]}", lines[-1])
         for pattern, blank in _VARYING:
             line = pattern.sub(blank, line)
         return line[:160]
