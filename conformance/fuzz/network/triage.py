@@ -10,8 +10,8 @@ bucket sorted into one of
 
 and marked known (declared, or the catalogue already shows it on this broker: a case that
 checks the same rule does not pass in the committed comparison) or new. Each bucket names
-the catalogue cases that check its rule (for an outage, the rule its input breaks, among
-the cases its profile runs `alone:` because they bring it down, and then any case): a bucket
+the catalogue cases that check its rule (for an outage, those among the cases its profile
+runs `alone:`, because they bring it down, that check the rule its input breaks): a bucket
 no case checks is what the catalogue misses. Notes written by whoever triaged a bucket (a
 case added for it, why it is not the broker's) come from a YAML file keyed by broker and
 signature: a line of text, or `{note: TEXT, known: BOOL, cases: [CASE, ...]}` where the
@@ -160,11 +160,10 @@ def _bucket(broker: str, profile: Profile, outcomes: Mapping[str, str], sig: tup
     checked = _rules_checked()
     if kind in ("crash", "hang", "leak"):
         # what brings the broker down is the input's rule, not CONNECTED's
-        rule = input_rule
-        alone = [c for c in checked.get(rule, ()) if c in profile.alone]
-        ids = alone or list(checked.get(rule, ()))
+        # only a case that brings the broker down covers it (its profile runs those alone)
+        ids = [c for c in checked.get(input_rule, ()) if c in profile.alone]
         deviations: list[str] = []
-        known = bool(alone)
+        known = bool(ids)
     else:
         ids = list(checked.get(rule, ()))
         deviations = _deviations(profile, rule)
