@@ -127,57 +127,101 @@ def matrix_by_version(by_run: DataFrame) -> DataFrame:
 
 # -- regressions ---------------------------------------------------------------------------
 
+#: Runs per block: a case's states in 64 runs of its broker in a row are one row of bit sets
+#: (bit i: the block's run i), so that the records shrink to a few rows per case in one
+#: hash aggregation, and a case run meets the same case in the run before by a shift.
+BLOCK = 64
+#: What a case run's records make of it, by the ranks of their outcomes (bit sets over its
+#: block's runs): any record ("ran": the statements of a changed case run are its
+#: records'); the worst outcome failed, error, another ranked before passed, or passed (an
+#: outcome ranked after passed, unsupported, skipped, ..., decides nothing).
+_STATES: dict[str, tuple[int, ...]] = {"ran": (), "failed": (0,), "error": (1,),
+                                       "neither": (2, 3), "passed": (4,)}
+
+
+def _zero() -> Column:
+    return F.lit(0).cast("long")
+
+
 def runs(cases: DataFrame) -> DataFrame:
-    """One row per run: when, which build, and the run before it on the same broker."""
-    # a few rows per run first (a hash aggregation), then the rest on those
+    """One row per run: when, which build, its place among its broker's runs (seq, from 0)
+    and the run before it on the same broker."""
+    # a few rows per run first (a hash aggregation), then the rest on those in one task (a
+    # row per run: no shuffle for each step)
     per_build = (cases.groupBy("broker_id", "broker_server", "run_id")
-                 .agg(F.min("timestamp").alias("timestamp"))
+                 .agg(F.min("timestamp").alias("timestamp")).coalesce(1)
                  .select("run_id", "timestamp", *_derived()))
     per_run = per_build.groupBy("broker", "run_id").agg(
         F.min("timestamp").alias("timestamp"), F.max("build").alias("build"),
         F.max("broker_version").alias("broker_version"))
     order = Window.partitionBy("broker").orderBy("timestamp", "run_id")
-    return (per_run.withColumn("previous_run_id", F.lag("run_id").over(order))
+    return (per_run.withColumn("seq", F.row_number().over(order) - 1)
+            .withColumn("previous_run_id", F.lag("run_id").over(order))
             .withColumn("previous_timestamp", F.lag("timestamp").over(order))
             .withColumn("previous_build", F.lag("build").over(order)))
+
+
+def _bit(name: str, index: str) -> Column:
+    return F.expr(f"shiftright({name}, {index}) & 1 = 1")
 
 
 def regressions(cases: DataFrame) -> DataFrame:
     """Case runs whose outcome turned from passed to failed or error ('regressed') or back
     ('fixed') since the broker's previous run; a case run twice in one run counts by its
     worst outcome."""
-    keys = ["broker", "run_id", "case_id", "version"]
-    order = F.broadcast(runs(cases).where(F.col("previous_run_id").isNotNull()))
-    none = F.lit(None).cast("int")
-    # An outcome ranked after passed (unsupported, skipped, ...) never decides a change:
-    # a case run's worst outcome is passed, failed or error without it, or neither.
-    ranked = (cases.select(*keys, _severity(F.col("outcome")).alias("r"))
-              .where(F.col("r") <= SEVERITY.index("passed")))
-    # Each record counts at its own run (rank) and at the broker's next run
-    # (previous_rank): one aggregation pairs a case run with the same case in the run
-    # before, without joining millions of records with themselves.
-    following = order.select("broker", F.col("previous_run_id").alias("run_id"),
-                             F.col("run_id").alias("next_run_id"))
-    now = ranked.select(*keys, F.col("r").alias("rank"), none.alias("previous_rank"))
-    then = (ranked.join(following, ["broker", "run_id"])
-            .select("broker", F.col("next_run_id").alias("run_id"), "case_id", "version",
-                    none.alias("rank"), F.col("r").alias("previous_rank")))
-    # shuffled whole: a partial aggregation first would hardly shrink them
-    paired = (now.unionByName(then).repartition("broker", "case_id", "version").groupBy(*keys)
-              .agg(F.min("rank").alias("rank"), F.min("previous_rank").alias("previous_rank")))
-    now_, then_ = _outcome_of(F.col("rank")), _outcome_of(F.col("previous_rank"))
-    change = (F.when((then_ == "passed") & now_.isin(*BAD), F.lit("regressed"))
-              .when(then_.isin(*BAD) & (now_ == "passed"), F.lit("fixed")))
-    changed = paired.withColumn("change", change).where(F.col("change").isNotNull())
-    # the statements of the few case runs that changed, from their records
-    joined = (cases.select(*keys, "statements").join(F.broadcast(changed), keys)
-              .groupBy(*keys, "rank", "previous_rank", "change")
-              .agg(F.first("statements").alias("statements"))
-              .join(order, ["broker", "run_id"]))
-    return joined.select("broker", "run_id", "timestamp", "build", "broker_version",
-                         "previous_run_id", "previous_timestamp", "previous_build", "case_id",
-                         "version", "statements", then_.alias("previous_outcome"),
-                         now_.alias("outcome"), "change")
+    order = runs(cases)
+    rank = _severity(F.col("outcome"))
+    bit = F.expr(f"shiftleft(1L, seq % {BLOCK})")
+
+    def state(ranks: tuple[int, ...]) -> Column:
+        return F.when(rank.isin(*ranks), bit).otherwise(_zero()) if ranks else bit
+
+    # One pass over the records: each to its case's row of its block, by statements too
+    # (the statements of a case run that changed come from its records); those few rows
+    # then shuffled by case (into as many parts as a shuffle has: AQE would make one task
+    # of so few rows), where the rest needs no other shuffle.
+    keys = ["broker", "case_id", "version"]
+    parts = int(cases.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
+    blocks = (
+        cases.select("broker", "run_id", "case_id", "version", "statements", "outcome")
+        .join(F.broadcast(order.select("broker", "run_id", "seq")), ["broker", "run_id"])
+        .groupBy(*keys, "statements", F.expr(f"seq div {BLOCK}").alias("block"))
+        .agg(*[F.bit_or(state(r)).alias(n) for n, r in _STATES.items()])
+        .repartition(parts, *keys)
+        .groupBy(*keys, "block")
+        .agg(*[F.bit_or(n).alias(n) for n in _STATES if n != "ran"],
+             F.collect_list(F.struct("ran", "statements")).alias("statements")))
+    # bit i of `before_X`: state X in the run before the block's run i (for i = 0, the last
+    # run of the block before)
+    window = Window.partitionBy(*keys).orderBy("block")
+    adjacent = F.lag("block").over(window) == F.col("block") - 1
+    for name in ("failed", "error", "neither", "passed"):
+        carried = F.when(adjacent, F.lag(name).over(window)).otherwise(_zero())
+        blocks = blocks.withColumn(f"before_{name}", F.expr(f"shiftleft({name}, 1)")
+                                   .bitwiseOR(F.shiftrightunsigned(carried, BLOCK - 1)))
+    passed = "{0}passed & ~({0}failed | {0}error | {0}neither)"
+    changes = blocks.select(
+        *keys, "block", "statements", "failed", "before_failed",
+        F.expr(f"{passed.format('before_')} & (failed | error)").alias("regressed"),
+        F.expr(f"{passed.format('')} & (before_failed | before_error)").alias("fixed"))
+    # the bits set, one row each (a generator and a filter, compiled: no lambda per bit)
+    bits = F.array(*[_bit("regressed | fixed", str(i)) for i in range(BLOCK)])
+    changed = (changes.where("regressed | fixed != 0")
+               .select("*", F.posexplode(bits).alias("i", "set")).where("set")
+               .select(*keys, F.expr(f"block * {BLOCK} + i").alias("seq"),
+                       F.expr("filter(statements, s -> shiftright(s.ran, i) & 1 = 1)[0]"
+                              ".statements").alias("statements"),
+                       F.when(_bit("regressed", "i"), "regressed")
+                       .when(_bit("fixed", "i"), "fixed").alias("change"),
+                       F.when(_bit("regressed", "i"), "passed")
+                       .when(_bit("before_failed", "i"), "failed").otherwise("error")
+                       .alias("previous_outcome"),
+                       F.when(_bit("fixed", "i"), "passed")
+                       .when(_bit("failed", "i"), "failed").otherwise("error").alias("outcome")))
+    return (changed.join(F.broadcast(order), ["broker", "seq"])
+            .select("broker", "run_id", "timestamp", "build", "broker_version",
+                    "previous_run_id", "previous_timestamp", "previous_build", "case_id",
+                    "version", "statements", "previous_outcome", "outcome", "change"))
 
 
 def regressed_statements(regressions: DataFrame) -> DataFrame:
@@ -198,12 +242,13 @@ def flaky(cases: DataFrame) -> DataFrame:
     keys = ["broker", "build", "broker_version", "case_id", "version"]
     ran = cases.where(~F.col("outcome").isin(*NOT_RUN))
     # the records to a few rows per case and outcome first: a hash aggregation (the sets
-    # and arrays of the second one would need slower ones), then the rest on those
+    # and arrays of the second one would need slower ones), then the rest on those, in one
+    # task (no second shuffle for so few rows)
     outcomes = (ran.groupBy("broker_id", "broker_server", "case_id", "version", "outcome",
                             "statements")
                 .agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("first_seen"),
                      F.max("timestamp").alias("last_seen"))
-                .select("*", *_derived()))
+                .coalesce(1).select("*", *_derived()))
     grouped = (outcomes.groupBy(*keys)
                .agg(F.sum("n").alias("executions"),
                     *[F.sum(F.when(F.col("outcome") == o, F.col("n")).otherwise(0))
