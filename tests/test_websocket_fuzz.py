@@ -63,7 +63,7 @@ def test_a_ws_campaign_finds_the_fault_tcp_finds_and_the_finding_replays_over_ws
         assert finding["broker"] == {
             "id": "reference@ws://embedded+error-without-close", "address": "",
             "profile": "reference", "faults": [FAULT], "embedded": True, "tls": False,
-            "transport": "ws"}
+            "transport": "ws", "launch": ""}
     # the same kind of finding over TCP
     tcp = fuzz(tmp_path / "tcp", "--fault", FAULT)
     assert tcp.returncode == 1, tcp.stdout + tcp.stderr

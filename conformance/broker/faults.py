@@ -57,7 +57,7 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
     "bad-heartbeat-header": ("heart-beating.header-format",
                              "CONNECTED's heart-beat header is not two integers"),
     "bad-heart-beat-closed-silently": (
-        "heart-beating.header-format",
+        "connecting.reject-error",
         "a CONNECT whose heart-beat header is not two integers gets the connection closed "
         "without an ERROR saying why"),
     "cumulative-ack-crosses-subscriptions": (

@@ -76,6 +76,12 @@ class _Head:
         self.length = length
 
 
+def _owned(chunk: bytes | bytearray | memoryview) -> bytes:
+    """`chunk` as bytes of its own: a bytearray or a memoryview's buffer may be reused by
+    the caller."""
+    return chunk if type(chunk) is bytes else bytes(chunk)
+
+
 class Parser(HeadJudge):
     """Feed bytes in any chunking with `feed`; call `eof` when the peer closes."""
 
@@ -138,19 +144,18 @@ class Parser(HeadJudge):
         """Bytes held for an unfinished frame."""
         return self._held() - self._pos
 
-    def feed(self, data: bytes) -> list[Event]:
+    def feed(self, chunk: bytes | bytearray | memoryview) -> list[Event]:
         """Add bytes from the peer; return the events they complete. On a broken rule
         (strict) or a limit, raise; the error's `events` holds what came before it, and
         the parser stays failed."""
-        short = self._short - len(data)
+        short = self._short - len(chunk)
         if short > 0:  # a body of known length, short of its end: the read is kept aside
             self._short = short
-            self._parts.append(data if type(data) is bytes else bytes(data))  # may be reused
+            self._parts.append(_owned(chunk))  # a caller may reuse its buffer
             return []
         if self._error is not None:
             raise self._error
-        if type(data) is not bytes:  # searched below (`in` a memoryview compares ints)
-            data = bytes(data)
+        data = _owned(chunk)  # searched below (`in` a memoryview compares ints)
         head = self._head
         if head is None:
             self._buf += data
