@@ -36,7 +36,7 @@ import yaml
 
 from conformance.fuzz.network.findings import Finding, signature_of, signature_text
 from conformance.fuzz.network.folder import CampaignState, load_finding
-from conformance.fuzz.network.oracle import Anomaly, grade
+from conformance.fuzz.network.oracle import Anomaly, Kind, grade
 from conformance.profiles import Profile, load_profile
 from conformance.runner.results import Outcome
 from conformance.scenario.loader import load_cases, shipped_catalogue
@@ -44,6 +44,8 @@ from conformance.spec import rule_of
 
 CATEGORIES = ("crash", "hang", "leak", "violation", "deviation", "not reproduced",
               "informational")
+#: the kinds about the broker as a whole (a stateful finding's kind is none of them)
+_OUTAGES = frozenset(k.value for k in Kind if k.outage)
 #: outcomes in the comparison that mean a case does not show a problem
 _CLEAN = {"passed", "unsupported", "informational"}
 
@@ -125,7 +127,7 @@ def _deviations(profile: Profile, rule: str) -> list[str]:
 
 
 def _category(kind: str, grade: str, confirmed: bool | None, deviations: list[str]) -> str:
-    if kind in ("crash", "hang", "leak"):
+    if kind in _OUTAGES:
         return kind
     if confirmed is False:
         return "not reproduced"
@@ -158,9 +160,9 @@ def _bucket(broker: str, profile: Profile, outcomes: Mapping[str, str], sig: tup
             input_rule: str, notes: Mapping[str, Note], generator: str) -> Bucket:
     rule = rule_of(statement)
     checked = _rules_checked()
-    if kind in ("crash", "hang", "leak"):
-        # what brings the broker down is the input's rule, not CONNECTED's
-        # only a case that brings the broker down covers it (its profile runs those alone)
+    if kind in _OUTAGES:
+        # what brings the broker down is the input's rule, not CONNECTED's; only a case that
+        # brings the broker down covers it (its profile runs those alone)
         ids = [c for c in checked.get(input_rule, ()) if c in profile.alone]
         deviations: list[str] = []
         known = bool(ids)
