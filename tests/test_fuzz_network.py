@@ -481,3 +481,18 @@ def test_a_frame_without_its_required_header_taken_is_graded_per_version() -> No
     assert graded("1.0", "ack.message-id-required-v10") is Outcome.INFORMATIONAL
     # a SUBSCRIBE without id can be served all the same, as the catalogue grades it
     assert graded("1.2", "subscribe-id.required") is Outcome.INFORMATIONAL
+
+
+def test_a_close_without_error_is_graded_at_the_version_of_its_rule() -> None:
+    """A silent close past a limit is non-strict where the version states its limits rule,
+    informational in 1.0, which states none."""
+
+    def graded(version: str, statement: str) -> Outcome:
+        given = FuzzInput(version=version, chunks=(b"SEND\ncontent-length:2147483648\n\n",),  # type: ignore[arg-type]
+                          expect=Expect.LIMIT, statement=statement,
+                          mutation="content-length-huge", receipt="r")
+        return grade(Anomaly(Kind.CLOSED_WITHOUT_ERROR, statement, "closed"), given)
+
+    assert graded("1.2", "size-limits.error-then-close") is Outcome.NON_STRICT
+    assert graded("1.1", "size-limits.error-then-close-v11") is Outcome.NON_STRICT
+    assert graded("1.0", "size-limits.error-then-close") is Outcome.INFORMATIONAL

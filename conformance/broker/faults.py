@@ -60,6 +60,10 @@ FAULTS: Final[dict[str, tuple[str, str]]] = {
         "connecting.reject-error",
         "a CONNECT whose heart-beat header is not two integers gets the connection closed "
         "without an ERROR saying why"),
+    "unknown-ack-closed-silently": (
+        "ack.id-required",
+        "an ACK or NACK of an id the broker never sent gets the connection closed without an "
+        "ERROR saying why"),
     "cumulative-ack-crosses-subscriptions": (
         "subscribe-ack.client-cumulative",
         "a client-mode ACK acknowledges messages of the connection's other subscriptions"),
@@ -278,6 +282,7 @@ class Faults:
     no_heartbeats: bool = False
     bad_heartbeat_header: bool = False
     bad_heart_beat_closed_silently: bool = False
+    unknown_ack_closed_silently: bool = False
     cumulative_ack_crosses_subscriptions: bool = False
     individual_ack_cumulative: bool = False
     no_redelivery: bool = False

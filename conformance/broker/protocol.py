@@ -72,6 +72,10 @@ class Refused(Exception):
     """A frame the broker answers with ERROR then close."""
 
 
+class UnknownAck(Refused):
+    """An ACK or NACK naming no message the connection holds unacknowledged."""
+
+
 class BrokerProtocol:
     def __init__(self, config: BrokerConfig, faults: Faults, store: Store, consumer: Consumer,
                  id: str, *, clock: Callable[[], float] = time.time,
@@ -270,7 +274,10 @@ class BrokerProtocol:
         try:
             handler(self, frame)
         except (Refused, QueueFull) as refused:
-            self.error(str(refused), frame)
+            if isinstance(refused, UnknownAck) and faults.unknown_ack_closed_silently:
+                self._close(str(refused))  # no ERROR says why
+            else:
+                self.error(str(refused), frame)
             return
         for receipt in self.receipts.after(frame, self.version):
             self.write(receipt)
@@ -399,7 +406,7 @@ class BrokerProtocol:
             for subscription in self.subscriptions.values():
                 if ack_id in subscription.unacked:
                     return subscription, ack_id
-            raise Refused(f"{frame.command} of unknown or already acknowledged id {ack_id!r}")
+            raise UnknownAck(f"{frame.command} of unknown or already acknowledged id {ack_id!r}")
         message_id = self._required(frame, "message-id")
         if self.version == "1.1":
             named = self.subscriptions.get(self._required(frame, "subscription"))
@@ -410,7 +417,7 @@ class BrokerProtocol:
             for ack_id, message in subscription.unacked.items():
                 if message.id == message_id:
                     return subscription, ack_id
-        raise Refused(f"{frame.command} of unknown or already acknowledged message "
+        raise UnknownAck(f"{frame.command} of unknown or already acknowledged message "
                       f"{message_id!r}")
 
     def _settle(self, subscription: Subscription, ack_id: str, *, requeue: bool,

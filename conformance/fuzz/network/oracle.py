@@ -112,7 +112,10 @@ def grade(anomaly: Anomaly, fuzz: FuzzInput) -> Outcome:
     if kind is Kind.OVERSIZED_RESPONSE:
         return Outcome.INFORMATIONAL
     if kind is Kind.CLOSED_WITHOUT_ERROR:
-        return Outcome.NON_STRICT
+        known = catalogue()
+        # a rule the session's version does not state breaks nothing (1.0 sets no limits)
+        return Outcome.INFORMATIONAL if anomaly.statement in known and \
+            fuzz.version not in known[anomaly.statement].versions else Outcome.NON_STRICT
     mutation = MUTATIONS.get(fuzz.mutation)
     if mutation is not None and (kind is Kind.ACCEPTED or (
             kind is Kind.TIMEOUT and fuzz.expect is not Expect.VALID)):
