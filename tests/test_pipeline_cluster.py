@@ -31,7 +31,10 @@ READY_S = 120
 #: quick to start (the JIT's first tier); the driver starts from a class-data archive.
 EXECUTOR = ("--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
             "--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 "
-            "-XX:+UseSerialGC", "--cds")
+            "-XX:+UseSerialGC", "--cds",
+            # a partition per executor core: Spark's default of 200 tasks per shuffle costs
+            # these few rows more than all the rest of the job
+            "--shuffle-partitions", "2")
 
 
 @dataclass

@@ -316,8 +316,12 @@ def stop(started: Started) -> None:
     started.spark.stop()
     gateway = SparkContext._gateway
     process = cast("subprocess.Popen[bytes] | None", getattr(gateway, "proc", None))
-    if process is None:
+    if gateway is None or process is None:
         return
+    # No command after this one: a Python handle's finalizer would otherwise write to a JVM
+    # that is exiting, and py4j prints each such failure on stderr with a traceback.
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
     with contextlib.suppress(OSError):
         cast(IO[bytes], process.stdin).close()  # the JVM exits when its stdin closes
     try:
