@@ -6,7 +6,9 @@ passes against the correct one."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from conformance.broker import BrokerConfig, embedded
 from conformance.fuzz.stateful.checking import unordered
 from conformance.fuzz.stateful.explore import StatefulOptions, replay_case, run_stateful
+from conformance.fuzz.stateful.harness import Runner, Violation
 from conformance.profiles import load_profile
 from conformance.runner.results import Outcome
 from conformance.scenario import load_file
@@ -22,8 +25,9 @@ from conformance.wire.target import Target
 from conformance.wire.transport import parse_broker
 
 #: The in-process broker answers in well under a millisecond; an answer may still take
-#: 2 s (the default) while the suite's other workers hold both cores.
-FAST = StatefulOptions(settle=0.0005, within=2.0, steps=15)
+#: 2 s (the default) while the suite's other workers hold both cores. A failing session is
+#: shrunk for 5 s at most: the tests check what is found and saved, not how small it gets.
+FAST = StatefulOptions(settle=0.0005, within=2.0, steps=15, shrink=5.0)
 
 
 # -- the model -------------------------------------------------------------------------------
@@ -151,6 +155,23 @@ def test_messages_of_a_subscription_being_cancelled_may_go_elsewhere() -> None:
 
 # -- the machine against the reference broker ---------------------------------------------
 
+def test_the_shrink_budget_starts_at_the_first_failing_session() -> None:
+    def violation(steps: int) -> Violation:
+        return Violation(SimpleNamespace(kind="k", detail="d"),  # type: ignore[arg-type]
+                         {"steps": [{}] * steps}, steps, "1.2")
+
+    far = time.monotonic() + 1000
+    capped = Runner(None, StatefulOptions(shrink=5.0), None, far, 0)  # type: ignore[arg-type]
+    capped.record(violation(9))
+    first = capped.deadline
+    assert first <= time.monotonic() + 5.0
+    capped.record(violation(3))  # a smaller one later: the budget runs from the first
+    assert capped.deadline == first and capped.best is not None and capped.best.steps == 3
+    open_ended = Runner(None, StatefulOptions(), None, far, 0)  # type: ignore[arg-type]
+    open_ended.record(violation(9))
+    assert open_ended.deadline == far
+
+
 @pytest.mark.timing
 def test_a_correct_broker_gives_no_finding(tmp_path: Path) -> None:
     found = run_stateful(seed=11, max_examples=60, deadline=60, cases_dir=tmp_path,
@@ -188,10 +209,10 @@ FAULTS = {
 def test_each_fault_is_found_shrunk_and_saved_as_a_case_that_replays(
         fault: str, tmp_path: Path) -> None:
     seed, statements = FAULTS[fault]
-    # each seed meets its fault within about 3 s on an idle machine (5 s for no-redelivery);
-    # the rest of the budget is shrinking, which stops where the budget does (the smallest
-    # session seen by then is kept)
-    found = run_stateful(seed=seed, max_examples=400, deadline=10, cases_dir=tmp_path,
+    # each seed meets its fault within about 3 s on an idle machine (5 s for no-redelivery),
+    # well within the budget on a busy one; shrinking then stops after FAST's 5 s (the
+    # smallest session seen by then is kept)
+    found = run_stateful(seed=seed, max_examples=400, deadline=60, cases_dir=tmp_path,
                          options=FAST, broker=BrokerConfig(port=0, faults=frozenset({fault})))
     assert len(found) == 1, f"{fault} was not found"
     finding = found[0]
@@ -216,7 +237,7 @@ def test_without_refusals_only_well_formed_sessions_are_sent(tmp_path: Path) -> 
 
 @pytest.mark.timing
 def test_the_cli_runs_a_saved_case(tmp_path: Path) -> None:
-    found = run_stateful(seed=1, max_examples=400, deadline=10, cases_dir=tmp_path,
+    found = run_stateful(seed=1, max_examples=400, deadline=60, cases_dir=tmp_path,
                          options=FAST,
                          broker=BrokerConfig(port=0, faults=frozenset({"no-implicit-abort"})))
     assert found and found[0].case_file

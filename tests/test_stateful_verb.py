@@ -16,10 +16,10 @@ from conformance.scenario import load_file
 @pytest.mark.slow
 def test_a_planted_fault_exits_1_and_writes_the_failing_session_as_a_case(
         tmp_path: Path) -> None:
-    # the fault and seed tests/test_fuzz_stateful.py finds within about 3 s; the rest of
-    # the budget shrinks the session
+    # the fault and seed tests/test_fuzz_stateful.py finds within about 3 s, then 5 s of
+    # shrinking
     done = cli("stateful", "--fault", "no-implicit-abort", "--seed", "1", "--examples", "400",
-               "--time", "12s", "--output", str(tmp_path))
+               "--time", "60s", "--shrink-time", "5s", "--output", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     (written,) = tmp_path.glob("*.yaml")
     (case,) = load_file(written)
@@ -41,6 +41,7 @@ def test_a_correct_broker_exits_0_and_writes_nothing(tmp_path: Path) -> None:
     (["--broker", "10.1.2.3:61613"], 2, "--allow-remote"),
     (["--broker", "127.0.0.1:1", "--fault", "no-implicit-abort"], 2, "cannot be used with"),
     (["--time", "ten minutes"], 2, "--time"),
+    (["--shrink-time", "0s"], 2, "--shrink-time: the duration must be above 0"),
     (["--fault", "no-such-fault"], 2, "unknown fault"),
     (["--broker", "127.0.0.1:1", "--time", "5s"], 3, "connection refused"),
 ])

@@ -134,10 +134,11 @@ def test_a_transport_the_url_contradicts_is_a_usage_error(verb: str, tmp_path: P
 @pytest.mark.timing
 @pytest.mark.slow
 def test_stateful_over_ws_finds_a_planted_fault_through_the_ws_port(tmp_path: Path) -> None:
-    # the fault and seed tests/test_stateful_verb.py finds within a few seconds over TCP;
-    # the rest of the budget shrinks the session
+    # the fault and seed tests/test_stateful_verb.py finds within a few seconds over TCP,
+    # then 5 s of shrinking
     done = cli("stateful", "--transport", "ws", "--fault", "no-implicit-abort", "--seed", "1",
-               "--examples", "400", "--time", "15s", "--output", str(tmp_path))
+               "--examples", "400", "--time", "60s", "--shrink-time", "5s", "--output",
+               str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     (written,) = tmp_path.glob("*.yaml")
     # the case's note names where the session ran: the reference broker's WebSocket port

@@ -46,6 +46,9 @@ def add(verbs: Verbs) -> None:
     stateful.add_argument("--time", default="60s", metavar="DURATION",
                           help="how long to explore, shrinking included: 90s, 10m, 1h "
                                "(default 60s)")
+    stateful.add_argument("--shrink-time", metavar="DURATION",
+                          help="how long to shrink the first failing session at most "
+                               "(default: what --time leaves)")
     stateful.add_argument("--output", default="fuzz-cases", metavar="DIR",
                           help="where the smallest failing session is written as a case file "
                                "(default ./fuzz-cases)")
@@ -64,6 +67,8 @@ def stateful_command(args: argparse.Namespace) -> Exit:
 
     try:
         budget = parse_duration(args.time)
+        shrink = None if args.shrink_time is None else \
+            parse_duration(args.shrink_time, "--shrink-time")
         where = where_from_flags(args, broker=args.broker, profile=args.profile,
                                  faults=args.fault or ())
     except UsageError as error:
@@ -78,7 +83,7 @@ def stateful_command(args: argparse.Namespace) -> Exit:
         target = Target(where.address, where.profile, tls=where.tls, login=args.login,
                         passcode=args.passcode, host=args.vhost)
         options = StatefulOptions()
-    options = dataclasses.replace(options, refusals=not args.no_refusals)
+    options = dataclasses.replace(options, refusals=not args.no_refusals, shrink=shrink)
     err = make_console(stderr=True)
     err.print(Text(f"exploring {where.info.id} with seed {seed}: at most {args.examples} "
                    f"sessions in {budget:g} s", style="dim"))

@@ -25,15 +25,16 @@ class UsageError(Exception):
     """A flag or file the user gave cannot be used (one line)."""
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in `90`, `90s`, `10m`, `1h`, `1h30m`, `2m30s`; UsageError otherwise."""
+def parse_duration(text: str, flag: str = "--time") -> float:
+    """Seconds in `90`, `90s`, `10m`, `1h`, `1h30m`, `2m30s`; UsageError otherwise, naming
+    `flag`."""
     found = _DURATION.fullmatch(text.strip())
     if not text.strip() or found is None or not any(found.groups()):
-        raise UsageError(f"--time: expected a duration like 90s, 10m or 1h, not {text!r}")
+        raise UsageError(f"{flag}: expected a duration like 90s, 10m or 1h, not {text!r}")
     hours, minutes, seconds = (float(g) if g else 0.0 for g in found.groups())
     total = hours * 3600 + minutes * 60 + seconds
     if total <= 0:
-        raise UsageError(f"--time: the duration must be above 0, not {text!r}")
+        raise UsageError(f"{flag}: the duration must be above 0, not {text!r}")
     return total
 
 

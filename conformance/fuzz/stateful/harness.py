@@ -34,11 +34,15 @@ class StatefulOptions:
     #: id never sent or sent to another connection); off: only well-formed sessions, so
     #: that a broker's known answer to those does not hide everything else
     refusals: bool = True
+    #: seconds to shrink the first failing session at most; None: until the deadline
+    shrink: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("within", "grace"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"StatefulOptions.{name} must be a number of seconds above 0")
+        if self.shrink is not None and not self.shrink > 0:
+            raise ValueError("StatefulOptions.shrink must be a number of seconds above 0")
         if self.settle < 0:
             raise ValueError("StatefulOptions.settle must not be negative")
         if self.steps < 1:
@@ -103,6 +107,8 @@ class Runner:
         return time.monotonic() >= self.deadline
 
     def record(self, violation: Violation) -> None:
+        if self.best is None and self.options.shrink is not None:  # the first failure
+            self.deadline = min(self.deadline, time.monotonic() + self.options.shrink)
         size = (violation.steps, len(violation.case["steps"]))
         if self.best is None or size < (self.best.steps, len(self.best.case["steps"])):
             self.best = violation
