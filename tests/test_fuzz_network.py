@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import random
 from collections.abc import Callable, Iterator
@@ -467,32 +468,29 @@ def test_finding_files_and_records_round_trip(tmp_path: Path) -> None:
     assert all(r["schema_version"] == 1 for r in lines)
 
 
+def _graded(kind: Kind, mutation: str, version: str, statement: str) -> Outcome:
+    """The grade of an anomaly of `kind` for an input of `mutation` breaking `statement`."""
+    mutated = MUTATIONS[mutation]
+    given = FuzzInput(version=version, chunks=(b"ACK\nreceipt:r\n\n\x00",),  # type: ignore[arg-type]
+                      expect=Expect.LIMIT if mutated.layer == "limit" else Expect.ERROR,
+                      statement=statement, mutation=mutation, receipt="r")
+    return grade(Anomaly(kind, statement, "seen"), given)
+
+
 def test_a_frame_without_its_required_header_taken_is_graded_per_version() -> None:
     """1.1 and 1.2 make refusing it the server's duty; 1.0 binds the client alone (its
     server "may send ERROR frames"), as the catalogue's 1.0 cases grade it."""
-
-    def graded(version: str, statement: str) -> Outcome:
-        given = FuzzInput(version=version, chunks=(b"ACK\nreceipt:r\n\n\x00",),  # type: ignore[arg-type]
-                          expect=Expect.ERROR, statement=statement,
-                          mutation="missing-required-header", receipt="r")
-        return grade(Anomaly(Kind.ACCEPTED, statement, "taken"), given)
-
-    assert graded("1.2", "ack.id-required") is Outcome.FAILED
-    assert graded("1.0", "ack.message-id-required-v10") is Outcome.INFORMATIONAL
+    taken = functools.partial(_graded, Kind.ACCEPTED, "missing-required-header")
+    assert taken("1.2", "ack.id-required") is Outcome.FAILED
+    assert taken("1.0", "ack.message-id-required-v10") is Outcome.INFORMATIONAL
     # a SUBSCRIBE without id can be served all the same, as the catalogue grades it
-    assert graded("1.2", "subscribe-id.required") is Outcome.INFORMATIONAL
+    assert taken("1.2", "subscribe-id.required") is Outcome.INFORMATIONAL
 
 
 def test_a_close_without_error_is_graded_at_the_version_of_its_rule() -> None:
     """A silent close past a limit is non-strict where the version states its limits rule,
     informational in 1.0, which states none."""
-
-    def graded(version: str, statement: str) -> Outcome:
-        given = FuzzInput(version=version, chunks=(b"SEND\ncontent-length:2147483648\n\n",),  # type: ignore[arg-type]
-                          expect=Expect.LIMIT, statement=statement,
-                          mutation="content-length-huge", receipt="r")
-        return grade(Anomaly(Kind.CLOSED_WITHOUT_ERROR, statement, "closed"), given)
-
-    assert graded("1.2", "size-limits.error-then-close") is Outcome.NON_STRICT
-    assert graded("1.1", "size-limits.error-then-close-v11") is Outcome.NON_STRICT
-    assert graded("1.0", "size-limits.error-then-close") is Outcome.INFORMATIONAL
+    closed = functools.partial(_graded, Kind.CLOSED_WITHOUT_ERROR, "content-length-huge")
+    assert closed("1.2", "size-limits.error-then-close") is Outcome.NON_STRICT
+    assert closed("1.1", "size-limits.error-then-close-v11") is Outcome.NON_STRICT
+    assert closed("1.0", "size-limits.error-then-close") is Outcome.INFORMATIONAL
