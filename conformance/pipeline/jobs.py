@@ -99,17 +99,33 @@ def matrix(cases: DataFrame) -> Matrix:
 
 
 def matrix_by_run(cases: DataFrame) -> DataFrame:
+    # A record's broker, build and run are one long: a hash of its broker_id, broker_server
+    # and run_id, where that tells apart every such triple and each stands for a row of its
+    # own (else by the strings, derived per record): the records carry no string they do
+    # not need through the shuffle, derive nothing per record (the regular expression runs
+    # on a row per run) and hash a long key, not four strings; the names come back by a
+    # join of the few rows per run.
+    builds = _builds(cases).localCheckpoint()
+    counts = builds.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h"),
+                        F.count_distinct("broker", "broker_version", "build", "run_id")
+                        .alias("names")).first()
+    unique = counts is not None and counts["n"] == counts["h"] == counts["names"]
+    run = ["broker", "broker_version", "build", "run_id"]
+    by = ["h"] if unique else run
     # Grouped where the records of a run meet (the keys hold run_id): one aggregation after
     # the shuffle instead of a partial one before it, which would barely shrink the rows
     # (a statement seldom comes twice in a run) and spill on millions of them.
-    exploded = (cases.select("broker", "broker_version", "build", "run_id", "timestamp",
+    exploded = (cases.select(*([_build_hash().alias("h")] if unique else run), "timestamp",
                              F.col("version").alias("stomp_version"), "outcome", "statements")
-                .repartition("run_id")
+                .repartition(*by)
                 .select("*", F.explode("statements").alias("statement")).drop("statements"))
-    return (exploded.groupBy("broker", "broker_version", "build", "run_id", "statement",
-                             "stomp_version")
-            .agg(F.min("timestamp").alias("timestamp"),
-                 F.count(F.lit(1)).alias("executions"), *_counts())
+    grouped = (exploded.groupBy(*by, "statement", "stomp_version")
+               .agg(F.min("timestamp").alias("timestamp"),
+                    F.count(F.lit(1)).alias("executions"), *_counts()))
+    if unique:
+        grouped = grouped.join(F.broadcast(builds.select("h", *run)), "h")
+    return (grouped.select(*run, "statement", "stomp_version", "timestamp", "executions",
+                           *COUNTS)
             .withColumn("status", _status()).withColumn("pass_rate", _pass_rate()))
 
 
@@ -146,12 +162,24 @@ def _zero() -> Column:
 def runs(cases: DataFrame) -> DataFrame:
     """One row per run: when, which build, its place among its broker's runs (seq, from 0)
     and the run before it on the same broker."""
-    # a few rows per run first (a hash aggregation), then the rest on those in one task (a
-    # row per run: no shuffle for each step)
-    per_build = (cases.groupBy("broker_id", "broker_server", "run_id")
-                 .agg(F.min("timestamp").alias("timestamp")).coalesce(1)
-                 .select("run_id", "timestamp", *_derived()))
-    per_run = per_build.groupBy("broker", "run_id").agg(
+    return _runs(_builds(cases))
+
+
+def _builds(cases: DataFrame) -> DataFrame:
+    """A row per run and broker_id/broker_server: a hash aggregation of the records, then
+    the rest on those few rows in one task (a row per run: no shuffle for each step)."""
+    return (cases.groupBy("broker_id", "broker_server", "run_id")
+            .agg(F.min("timestamp").alias("timestamp")).coalesce(1)
+            .select("broker_id", "run_id", "timestamp", *_derived(),
+                    _build_hash().alias("h")))
+
+
+def _build_hash() -> Column:
+    return F.xxhash64("broker_id", "broker_server", "run_id")
+
+
+def _runs(builds: DataFrame) -> DataFrame:
+    per_run = builds.groupBy("broker", "run_id").agg(
         F.min("timestamp").alias("timestamp"), F.max("build").alias("build"),
         F.max("broker_version").alias("broker_version"))
     order = Window.partitionBy("broker").orderBy("timestamp", "run_id")
@@ -159,6 +187,21 @@ def runs(cases: DataFrame) -> DataFrame:
             .withColumn("previous_run_id", F.lag("run_id").over(order))
             .withColumn("previous_timestamp", F.lag("timestamp").over(order))
             .withColumn("previous_build", F.lag("build").over(order)))
+
+
+def _run_lookup(builds: DataFrame, order: DataFrame) -> tuple[list[Column | str], DataFrame]:
+    """How a record finds its run's broker number and seq: the columns it is looked up by,
+    and the table it is looked up in. By a 64-bit hash of its run_id where that tells every
+    run apart (one long key: the cheapest probe of a broadcast join, no string compared per
+    record), else by broker_id and run_id."""
+    pairs = (builds.select("broker_id", "broker", "run_id")
+             .join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"]))
+    hashed = (pairs.select(F.xxhash64("run_id").alias("h"), "b", "seq").distinct()
+              .localCheckpoint())
+    counts = hashed.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h")).first()
+    if counts is not None and counts["n"] == counts["h"]:
+        return [F.xxhash64("run_id").alias("h")], hashed
+    return ["broker_id", "run_id"], pairs.select("broker_id", "run_id", "b", "seq")
 
 
 def _bit(name: str, index: str) -> Column:
@@ -169,7 +212,13 @@ def regressions(cases: DataFrame) -> DataFrame:
     """Case runs whose outcome turned from passed to failed or error ('regressed') or back
     ('fixed') since the broker's previous run; a case run twice in one run counts by its
     worst outcome."""
-    order = runs(cases)
+    # The runs, computed once (the records' pass and the changes' details both need them):
+    # a few rows per run, kept in memory; `b` numbers the brokers, so that a record's
+    # broker and block are one long.
+    builds = _builds(cases).localCheckpoint()
+    order = (_runs(builds).withColumn("b", F.dense_rank().over(Window.orderBy("broker")))
+             .localCheckpoint())
+    record_key, lookup = _run_lookup(builds, order)
     rank = _severity(F.col("outcome"))
     bit = F.expr(f"shiftleft(1L, seq % {BLOCK})")
 
@@ -180,23 +229,27 @@ def regressions(cases: DataFrame) -> DataFrame:
     # (the statements of a case run that changed come from its records); those few rows
     # then shuffled by case (into as many parts as a shuffle has: AQE would make one task
     # of so few rows), where the rest needs no other shuffle.
-    keys = ["broker", "case_id", "version"]
+    keys = ["b", "case_id", "version"]
     parts = int(cases.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
     blocks = (
-        cases.select("broker", "run_id", "case_id", "version", "statements", "outcome")
-        .join(F.broadcast(order.select("broker", "run_id", "seq")), ["broker", "run_id"])
-        .groupBy(*keys, "statements", F.expr(f"seq div {BLOCK}").alias("block"))
+        cases.select(*record_key, "case_id", "version", "statements", "outcome")
+        .join(F.broadcast(lookup), [c for c in lookup.columns if c not in ("b", "seq")])
+        .groupBy(F.expr(f"shiftleft(cast(b AS long), 32) | (seq div {BLOCK})").alias("bb"),
+                 "case_id", "version", "statements")
         .agg(*[F.bit_or(state(r)).alias(n) for n, r in _STATES.items()])
-        .repartition(parts, *keys)
-        .groupBy(*keys, "block")
+        .repartition(parts, "case_id", "version")
+        .groupBy("bb", "case_id", "version")
         .agg(*[F.bit_or(n).alias(n) for n in _STATES if n != "ran"],
-             F.collect_list(F.struct("ran", "statements")).alias("statements")))
+             F.collect_list(F.struct("ran", "statements")).alias("statements"))
+        .select(F.expr("shiftright(bb, 32)").cast("int").alias("b"), "case_id", "version",
+                F.expr("bb & 4294967295").alias("block"), "failed", "error", "neither", "passed",
+                "statements"))
     # bit i of `before_X`: state X in the run before the block's run i (for i = 0, the last
     # run of the block before)
     window = Window.partitionBy(*keys).orderBy("block")
-    adjacent = F.lag("block").over(window) == F.col("block") - 1
+    blocks = blocks.withColumn("adjacent", F.lag("block").over(window) == F.col("block") - 1)
     for name in ("failed", "error", "neither", "passed"):
-        carried = F.when(adjacent, F.lag(name).over(window)).otherwise(_zero())
+        carried = F.when(F.col("adjacent"), F.lag(name).over(window)).otherwise(_zero())
         blocks = blocks.withColumn(f"before_{name}", F.expr(f"shiftleft({name}, 1)")
                                    .bitwiseOR(F.shiftrightunsigned(carried, BLOCK - 1)))
     passed = "{0}passed & ~({0}failed | {0}error | {0}neither)"
@@ -204,10 +257,12 @@ def regressions(cases: DataFrame) -> DataFrame:
         *keys, "block", "statements", "failed", "before_failed",
         F.expr(f"{passed.format('before_')} & (failed | error)").alias("regressed"),
         F.expr(f"{passed.format('')} & (before_failed | before_error)").alias("fixed"))
-    # the bits set, one row each (a generator and a filter, compiled: no lambda per bit)
-    bits = F.array(*[_bit("regressed | fixed", str(i)) for i in range(BLOCK)])
+    # the bits set, one row each (each changed block to its 64 positions, filtered: a small
+    # generator and a compiled filter)
+    positions = F.array(*[F.lit(i) for i in range(BLOCK)])
     changed = (changes.where("regressed | fixed != 0")
-               .select("*", F.posexplode(bits).alias("i", "set")).where("set")
+               .select("*", F.explode(positions).alias("i"))
+               .where(_bit("regressed | fixed", "i"))
                .select(*keys, F.expr(f"block * {BLOCK} + i").alias("seq"),
                        F.expr("filter(statements, s -> shiftright(s.ran, i) & 1 = 1)[0]"
                               ".statements").alias("statements"),
@@ -218,7 +273,7 @@ def regressions(cases: DataFrame) -> DataFrame:
                        .alias("previous_outcome"),
                        F.when(_bit("fixed", "i"), "passed")
                        .when(_bit("failed", "i"), "failed").otherwise("error").alias("outcome")))
-    return (changed.join(F.broadcast(order), ["broker", "seq"])
+    return (changed.join(F.broadcast(order), ["b", "seq"])
             .select("broker", "run_id", "timestamp", "build", "broker_version",
                     "previous_run_id", "previous_timestamp", "previous_build", "case_id",
                     "version", "statements", "previous_outcome", "outcome", "change"))
