@@ -9,6 +9,7 @@ the '/'. A run is one `run` of the suite (run_id)."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
@@ -105,7 +106,7 @@ def matrix_by_run(cases: DataFrame) -> DataFrame:
     # not need through the shuffle, derive nothing per record (the regular expression runs
     # on a row per run) and hash a long key, not four strings; the names come back by a
     # join of the few rows per run.
-    builds = _builds(cases).localCheckpoint()
+    builds = _builds(cases)
     counts = builds.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h"),
                         F.count_distinct("broker", "broker_version", "build", "run_id")
                         .alias("names")).first()
@@ -165,13 +166,23 @@ def runs(cases: DataFrame) -> DataFrame:
     return _runs(_builds(cases))
 
 
+#: The builds of each cases frame, kept while it lives: the jobs the pipeline runs on one
+#: frame (the matrix, the regressions) make them once.
+_BUILDS: weakref.WeakKeyDictionary[DataFrame, DataFrame] = weakref.WeakKeyDictionary()
+
+
 def _builds(cases: DataFrame) -> DataFrame:
-    """A row per run and broker_id/broker_server: a hash aggregation of the records, then
-    the rest on those few rows in one task (a row per run: no shuffle for each step)."""
-    return (cases.groupBy("broker_id", "broker_server", "run_id")
+    """A row per run and broker_id/broker_server, computed and kept: a hash aggregation of
+    the records, then the rest on those few rows in one task (a row per run: no shuffle
+    for each step)."""
+    kept = _BUILDS.get(cases)
+    if kept is None:
+        kept = _BUILDS[cases] = (
+            cases.groupBy("broker_id", "broker_server", "run_id")
             .agg(F.min("timestamp").alias("timestamp")).coalesce(1)
-            .select("broker_id", "run_id", "timestamp", *_derived(),
-                    _build_hash().alias("h")))
+            .select("broker_id", "run_id", "timestamp", *_derived(), _build_hash().alias("h"))
+            .localCheckpoint())
+    return kept
 
 
 def _build_hash() -> Column:
@@ -189,54 +200,110 @@ def _runs(builds: DataFrame) -> DataFrame:
             .withColumn("previous_build", F.lag("build").over(order)))
 
 
-def _run_lookup(builds: DataFrame, order: DataFrame) -> tuple[list[Column | str], DataFrame]:
-    """How a record finds its run's broker number and seq: the columns it is looked up by,
-    and the table it is looked up in. By a 64-bit hash of its run_id where that tells every
-    run apart (one long key: the cheapest probe of a broadcast join, no string compared per
-    record), else by broker_id and run_id."""
-    pairs = (builds.select("broker_id", "broker", "run_id")
-             .join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"]))
-    hashed = (pairs.select(F.xxhash64("run_id").alias("h"), "b", "seq").distinct()
-              .localCheckpoint())
-    counts = hashed.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h")).first()
-    if counts is not None and counts["n"] == counts["h"]:
-        return [F.xxhash64("run_id").alias("h")], hashed
-    return ["broker_id", "run_id"], pairs.select("broker_id", "run_id", "b", "seq")
-
-
 def _bit(name: str, index: str) -> Column:
     return F.expr(f"shiftright({name}, {index}) & 1 = 1")
+
+
+def _order(builds: DataFrame) -> DataFrame:
+    """The runs, kept (the records' pass and the changes' details both need them); `b`
+    numbers the brokers, so that a record's broker and block are one long."""
+    return (_runs(builds).withColumn("b", F.dense_rank().over(Window.orderBy("broker")))
+            .localCheckpoint())
+
+
+def _states() -> list[Column]:
+    """What a block's records make of its case: _STATES as bit sets over its runs."""
+    rank = _severity(F.col("outcome"))
+    bit = F.expr(f"shiftleft(1L, seq % {BLOCK})")
+    return [F.bit_or(F.when(rank.isin(*ranks), bit).otherwise(_zero()) if ranks else bit)
+            .alias(name) for name, ranks in _STATES.items()]
+
+
+def _block_key() -> Column:
+    return F.expr(f"shiftleft(cast(b AS long), 32) | (seq div {BLOCK})").alias("bb")
+
+
+def _record_blocks(cases: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The runs, and the records of each case and block of its broker's runs, by
+    statements too (the statements of a case run that changed come from its records)."""
+    builds = _builds(cases)
+    order = _order(builds)
+    lookup = (builds.select("broker_id", "broker", "run_id")
+              .join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"])
+              .select("broker_id", "run_id", "b", "seq"))
+    return order, (
+        cases.select("broker_id", "run_id", "case_id", "version", "statements", "outcome")
+        .join(F.broadcast(lookup), ["broker_id", "run_id"])
+        .groupBy(_block_key(), "case_id", "version", "statements").agg(*_states()))
+
+
+#: The outcomes flaky counts, and their names sorted as collect_set's arrays are.
+RAN = tuple(o for o in SEVERITY if o not in NOT_RUN)
+_RAN_SORTED = tuple(sorted(RAN))
+
+
+@dataclass
+class _CasePass:
+    #: the runs, with `b` (see _order)
+    order: DataFrame
+    #: g (a number per broker, build and broker_version) to those names
+    names: DataFrame
+    #: per g, bb (broker and block), case, version and statements: _STATES, the count of
+    #: each outcome of RAN (n_failed, ...), of `other` outcomes, and when the RAN ones came
+    #: first and last
+    blocks: DataFrame
+
+
+#: The case pass of each cases frame, kept while it lives (None: it cannot be made).
+_PASSES: weakref.WeakKeyDictionary[DataFrame, tuple[_CasePass | None]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _case_pass(cases: DataFrame) -> _CasePass | None:
+    """One pass over the records that both the regressions and flaky need, kept: each
+    record to its case's row of its build and block (a few rows per case), found by the
+    hash of its run (_builds; None where that does not tell every run apart)."""
+    if cases in _PASSES:
+        return _PASSES[cases][0]
+    builds = _builds(cases)
+    counts = builds.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h")).first()
+    made = None
+    if counts is not None and counts["n"] == counts["h"]:
+        order = _order(builds)
+        trio = ["broker", "build", "broker_version"]
+        named = builds.withColumn("g", F.dense_rank().over(Window.orderBy(*trio)))
+        lookup = (named.join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"])
+                  .select("h", "g", "b", "seq").localCheckpoint())
+        ran = ~F.col("outcome").isin(*NOT_RUN)
+        stamp = F.when(ran, F.col("timestamp"))
+        blocks = (cases.select(_build_hash().alias("h"), "timestamp", "case_id", "version",
+                               "statements", "outcome")
+                  .join(F.broadcast(lookup), "h")
+                  .groupBy("g", _block_key(), "case_id", "version", "statements")
+                  .agg(*_states(),
+                       *[F.sum(F.when(F.col("outcome") == o, 1).otherwise(0))
+                         .alias(f"n_{count_name(o)}") for o in RAN],
+                       F.sum(F.when(~F.col("outcome").isin(*SEVERITY), 1).otherwise(0))
+                       .alias("other"),
+                       F.min(stamp).alias("first_seen"), F.max(stamp).alias("last_seen"))
+                  .localCheckpoint())
+        made = _CasePass(order, named.select("g", *trio).distinct().localCheckpoint(), blocks)
+    _PASSES[cases] = (made,)
+    return made
 
 
 def regressions(cases: DataFrame) -> DataFrame:
     """Case runs whose outcome turned from passed to failed or error ('regressed') or back
     ('fixed') since the broker's previous run; a case run twice in one run counts by its
     worst outcome."""
-    # The runs, computed once (the records' pass and the changes' details both need them):
-    # a few rows per run, kept in memory; `b` numbers the brokers, so that a record's
-    # broker and block are one long.
-    builds = _builds(cases).localCheckpoint()
-    order = (_runs(builds).withColumn("b", F.dense_rank().over(Window.orderBy("broker")))
-             .localCheckpoint())
-    record_key, lookup = _run_lookup(builds, order)
-    rank = _severity(F.col("outcome"))
-    bit = F.expr(f"shiftleft(1L, seq % {BLOCK})")
-
-    def state(ranks: tuple[int, ...]) -> Column:
-        return F.when(rank.isin(*ranks), bit).otherwise(_zero()) if ranks else bit
-
-    # One pass over the records: each to its case's row of its block, by statements too
-    # (the statements of a case run that changed come from its records); those few rows
-    # then shuffled by case (into as many parts as a shuffle has: AQE would make one task
-    # of so few rows), where the rest needs no other shuffle.
+    shared = _case_pass(cases)
+    order, blocks = (shared.order, shared.blocks) if shared else _record_blocks(cases)
+    # those few rows shuffled by case (into as many parts as a shuffle has: AQE would make
+    # one task of so few rows), where the rest needs no other shuffle
     keys = ["b", "case_id", "version"]
     parts = int(cases.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
     blocks = (
-        cases.select(*record_key, "case_id", "version", "statements", "outcome")
-        .join(F.broadcast(lookup), [c for c in lookup.columns if c not in ("b", "seq")])
-        .groupBy(F.expr(f"shiftleft(cast(b AS long), 32) | (seq div {BLOCK})").alias("bb"),
-                 "case_id", "version", "statements")
-        .agg(*[F.bit_or(state(r)).alias(n) for n, r in _STATES.items()])
+        blocks
         .repartition(parts, "case_id", "version")
         .groupBy("bb", "case_id", "version")
         .agg(*[F.bit_or(n).alias(n) for n in _STATES if n != "ran"],
@@ -295,6 +362,33 @@ def flaky(cases: DataFrame) -> DataFrame:
     """Cases with more than one outcome on one build (skips not counted), with how often
     the minority outcomes came: flake_rate = 1 - (commonest outcome's share)."""
     keys = ["broker", "build", "broker_version", "case_id", "version"]
+    shared = _case_pass(cases)
+    # from the case pass's rows where every outcome is one of RAN's or skipped (the counts
+    # then say which came), else from the records
+    if shared is not None and not shared.blocks.where("other > 0").take(1):
+        some = F.greatest(*[F.col(f"n_{count_name(o)}") for o in RAN]) > 0
+        counted = (shared.blocks.groupBy("g", "case_id", "version")
+                   .agg(*[F.sum(f"n_{count_name(o)}").alias(count_name(o)) for o in RAN],
+                        F.first(F.when(some, F.col("statements")), ignorenulls=True)
+                        .alias("statements"),
+                        F.min("first_seen").alias("first_seen"),
+                        F.max("last_seen").alias("last_seen"))
+                   .join(F.broadcast(shared.names), "g"))
+        grouped = counted.select(
+            *keys, sum((F.col(count_name(o)) for o in RAN[1:]), F.col(count_name(RAN[0])))
+            .alias("executions"), *[count_name(o) for o in RAN],
+            F.array_compact(F.array(*[F.when(F.col(count_name(o)) > 0, F.lit(o))
+                                      for o in _RAN_SORTED])).alias("outcomes"),
+            "statements", "first_seen", "last_seen")
+    else:
+        grouped = _flaky_records(cases, keys)
+    commonest = F.greatest(*[F.col(count_name(o)) for o in RAN])
+    return (grouped.where(F.size("outcomes") > 1)
+            .withColumn("flake_rate", F.round(1 - commonest / F.col("executions"), 6))
+            .drop(*NOT_RUN))
+
+
+def _flaky_records(cases: DataFrame, keys: list[str]) -> DataFrame:
     ran = cases.where(~F.col("outcome").isin(*NOT_RUN))
     # the records to a few rows per case and outcome first: a hash aggregation (the sets
     # and arrays of the second one would need slower ones), then the rest on those, in one
@@ -304,18 +398,14 @@ def flaky(cases: DataFrame) -> DataFrame:
                 .agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("first_seen"),
                      F.max("timestamp").alias("last_seen"))
                 .coalesce(1).select("*", *_derived()))
-    grouped = (outcomes.groupBy(*keys)
-               .agg(F.sum("n").alias("executions"),
-                    *[F.sum(F.when(F.col("outcome") == o, F.col("n")).otherwise(0))
-                      .alias(count_name(o)) for o in SEVERITY],
-                    F.array_sort(F.collect_set("outcome")).alias("outcomes"),
-                    F.first("statements").alias("statements"),
-                    F.min("first_seen").alias("first_seen"),
-                    F.max("last_seen").alias("last_seen")))
-    commonest = F.greatest(*[F.col(c) for c in COUNTS if c not in NOT_RUN])
-    return (grouped.where(F.size("outcomes") > 1)
-            .withColumn("flake_rate", F.round(1 - commonest / F.col("executions"), 6))
-            .drop(*NOT_RUN))
+    return (outcomes.groupBy(*keys)
+            .agg(F.sum("n").alias("executions"),
+                 *[F.sum(F.when(F.col("outcome") == o, F.col("n")).otherwise(0))
+                   .alias(count_name(o)) for o in SEVERITY],
+                 F.array_sort(F.collect_set("outcome")).alias("outcomes"),
+                 F.first("statements").alias("statements"),
+                 F.min("first_seen").alias("first_seen"),
+                 F.max("last_seen").alias("last_seen")))
 
 
 # -- buckets -------------------------------------------------------------------------------
