@@ -116,13 +116,18 @@ def matrix_by_run(cases: DataFrame) -> DataFrame:
     # Grouped where the records of a run meet (the keys hold run_id): one aggregation after
     # the shuffle instead of a partial one before it, which would barely shrink the rows
     # (a statement seldom comes twice in a run) and spill on millions of them.
+    # the outcome as its rank, once per record: an int through the shuffle, and each
+    # statement's counts compare ints
     exploded = (cases.select(*([_build_hash().alias("h")] if unique else run), "timestamp",
-                             F.col("version").alias("stomp_version"), "outcome", "statements")
+                             F.col("version").alias("stomp_version"),
+                             _severity(F.col("outcome")).alias("rank"), "statements")
                 .repartition(*by)
                 .select("*", F.explode("statements").alias("statement")).drop("statements"))
     grouped = (exploded.groupBy(*by, "statement", "stomp_version")
                .agg(F.min("timestamp").alias("timestamp"),
-                    F.count(F.lit(1)).alias("executions"), *_counts()))
+                    F.count(F.lit(1)).alias("executions"),
+                    *[F.sum(F.when(F.col("rank") == i, 1).otherwise(0)).alias(name)
+                      for i, name in enumerate(COUNTS)]))
     if unique:
         grouped = grouped.join(F.broadcast(builds.select("h", *run)), "h")
     return (grouped.select(*run, "statement", "stomp_version", "timestamp", "executions",
