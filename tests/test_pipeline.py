@@ -19,6 +19,7 @@ import pyspark
 import pytest
 from helpers import cli
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -253,11 +254,35 @@ def test_regressions_pair_a_case_only_with_the_run_just_before(spark: SparkSessi
                     ("r3", "c.c", "r2", "failed", "passed", "fixed", ("s.one",))}
 
 
+def test_jobs_answer_alike_whether_runs_are_found_by_hash_or_by_name(
+        history: DataFrame, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The jobs find a record's run by a 64-bit hash of it where the hashes tell every run
+    apart, else by its names (here, every hash alike): the same answers either way."""
+    def answers(cases: DataFrame) -> dict[str, list[str]]:
+        frames = {"matrix": jobs.matrix_by_run(cases), "regressions": jobs.regressions(cases),
+                  "flaky": jobs.flaky(cases)}
+        return {name: sorted(map(repr, frame.collect())) for name, frame in frames.items()}
+
+    by_hash = answers(history)
+    monkeypatch.setattr(jobs, "_build_hash", lambda: F.lit(0).cast("long"))
+    assert answers(history.select("*")) == by_hash  # a new frame: nothing kept of the first
+
+
 def test_flaky_means_mixed_outcomes_on_one_build(history: DataFrame) -> None:
     rows = jobs.flaky(history).collect()
     # c.skip was skipped once and passed once: a skip says nothing about the broker
     assert [(r["build"], r["case_id"], r["outcomes"], r["flake_rate"]) for r in rows] == [
         ("RabbitMQ/3.12.0", "c.a", ["failed", "passed"], 0.5)]
+
+
+def test_flaky_counts_an_outcome_it_does_not_name(spark: SparkSession, tmp_path: Path) -> None:
+    records = [_case("r1", "01T10:00:00", "c.a", "passed"),
+               _case("r2", "02T10:00:00", "c.a", "weird")]
+    frame, _ = stage(spark, [_write(tmp_path / "in", "results-odd.jsonl", records)],
+                     "case_result", tmp_path / "staged")
+    rows = jobs.flaky(jobs.cases(frame)).collect()
+    assert [(r["outcomes"], r["executions"], r["flake_rate"]) for r in rows] == [
+        (["passed", "weird"], 2, 0.5)]
 
 
 def test_trends_per_run_and_per_day(history: DataFrame) -> None:

@@ -9,6 +9,7 @@ the '/'. A run is one `run` of the suite (run_id)."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
@@ -99,17 +100,38 @@ def matrix(cases: DataFrame) -> Matrix:
 
 
 def matrix_by_run(cases: DataFrame) -> DataFrame:
+    # A record's broker, build and run are one long: a hash of its broker_id, broker_server
+    # and run_id, where that tells apart every such triple and each stands for a row of its
+    # own (else by the strings, derived per record): the records carry no string they do
+    # not need through the shuffle, derive nothing per record (the regular expression runs
+    # on a row per run) and hash a long key, not four strings; the names come back by a
+    # join of the few rows per run.
+    builds = _builds(cases)
+    counts = builds.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h"),
+                        F.count_distinct("broker", "broker_version", "build", "run_id")
+                        .alias("names")).first()
+    unique = counts is not None and counts["n"] == counts["h"] == counts["names"]
+    run = ["broker", "broker_version", "build", "run_id"]
+    by = ["h"] if unique else run
     # Grouped where the records of a run meet (the keys hold run_id): one aggregation after
     # the shuffle instead of a partial one before it, which would barely shrink the rows
     # (a statement seldom comes twice in a run) and spill on millions of them.
-    exploded = (cases.select("broker", "broker_version", "build", "run_id", "timestamp",
-                             F.col("version").alias("stomp_version"), "outcome", "statements")
-                .repartition("run_id")
+    # the outcome as its rank, once per record: an int through the shuffle, and each
+    # statement's counts compare ints
+    exploded = (cases.select(*([_build_hash().alias("h")] if unique else run), "timestamp",
+                             F.col("version").alias("stomp_version"),
+                             _severity(F.col("outcome")).alias("rank"), "statements")
+                .repartition(*by)
                 .select("*", F.explode("statements").alias("statement")).drop("statements"))
-    return (exploded.groupBy("broker", "broker_version", "build", "run_id", "statement",
-                             "stomp_version")
-            .agg(F.min("timestamp").alias("timestamp"),
-                 F.count(F.lit(1)).alias("executions"), *_counts())
+    grouped = (exploded.groupBy(*by, "statement", "stomp_version")
+               .agg(F.min("timestamp").alias("timestamp"),
+                    F.count(F.lit(1)).alias("executions"),
+                    *[F.sum(F.when(F.col("rank") == i, 1).otherwise(0)).alias(name)
+                      for i, name in enumerate(COUNTS)]))
+    if unique:
+        grouped = grouped.join(F.broadcast(builds.select("h", *run)), "h")
+    return (grouped.select(*run, "statement", "stomp_version", "timestamp", "executions",
+                           *COUNTS)
             .withColumn("status", _status()).withColumn("pass_rate", _pass_rate()))
 
 
@@ -146,12 +168,34 @@ def _zero() -> Column:
 def runs(cases: DataFrame) -> DataFrame:
     """One row per run: when, which build, its place among its broker's runs (seq, from 0)
     and the run before it on the same broker."""
-    # a few rows per run first (a hash aggregation), then the rest on those in one task (a
-    # row per run: no shuffle for each step)
-    per_build = (cases.groupBy("broker_id", "broker_server", "run_id")
-                 .agg(F.min("timestamp").alias("timestamp")).coalesce(1)
-                 .select("run_id", "timestamp", *_derived()))
-    per_run = per_build.groupBy("broker", "run_id").agg(
+    return _runs(_builds(cases))
+
+
+#: The builds of each cases frame, kept while it lives: the jobs the pipeline runs on one
+#: frame (the matrix, the regressions) make them once.
+_BUILDS: weakref.WeakKeyDictionary[DataFrame, DataFrame] = weakref.WeakKeyDictionary()
+
+
+def _builds(cases: DataFrame) -> DataFrame:
+    """A row per run and broker_id/broker_server, computed and kept: a hash aggregation of
+    the records, then the rest on those few rows in one task (a row per run: no shuffle
+    for each step)."""
+    kept = _BUILDS.get(cases)
+    if kept is None:
+        kept = _BUILDS[cases] = (
+            cases.groupBy("broker_id", "broker_server", "run_id")
+            .agg(F.min("timestamp").alias("timestamp")).coalesce(1)
+            .select("broker_id", "run_id", "timestamp", *_derived(), _build_hash().alias("h"))
+            .localCheckpoint())
+    return kept
+
+
+def _build_hash() -> Column:
+    return F.xxhash64("broker_id", "broker_server", "run_id")
+
+
+def _runs(builds: DataFrame) -> DataFrame:
+    per_run = builds.groupBy("broker", "run_id").agg(
         F.min("timestamp").alias("timestamp"), F.max("build").alias("build"),
         F.max("broker_version").alias("broker_version"))
     order = Window.partitionBy("broker").orderBy("timestamp", "run_id")
@@ -165,38 +209,119 @@ def _bit(name: str, index: str) -> Column:
     return F.expr(f"shiftright({name}, {index}) & 1 = 1")
 
 
+def _order(builds: DataFrame) -> DataFrame:
+    """The runs, kept (the records' pass and the changes' details both need them); `b`
+    numbers the brokers, so that a record's broker and block are one long."""
+    return (_runs(builds).withColumn("b", F.dense_rank().over(Window.orderBy("broker")))
+            .localCheckpoint())
+
+
+def _states() -> list[Column]:
+    """What a block's records make of its case: _STATES as bit sets over its runs."""
+    rank = _severity(F.col("outcome"))
+    bit = F.expr(f"shiftleft(1L, seq % {BLOCK})")
+    return [F.bit_or(F.when(rank.isin(*ranks), bit).otherwise(_zero()) if ranks else bit)
+            .alias(name) for name, ranks in _STATES.items()]
+
+
+def _block_key() -> Column:
+    return F.expr(f"shiftleft(cast(b AS long), 32) | (seq div {BLOCK})").alias("bb")
+
+
+def _record_blocks(cases: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The runs, and the records of each case and block of its broker's runs, by
+    statements too (the statements of a case run that changed come from its records)."""
+    builds = _builds(cases)
+    order = _order(builds)
+    lookup = (builds.select("broker_id", "broker", "run_id")
+              .join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"])
+              .select("broker_id", "run_id", "b", "seq"))
+    return order, (
+        cases.select("broker_id", "run_id", "case_id", "version", "statements", "outcome")
+        .join(F.broadcast(lookup), ["broker_id", "run_id"])
+        .groupBy(_block_key(), "case_id", "version", "statements").agg(*_states()))
+
+
+#: The outcomes flaky counts, and their names sorted as collect_set's arrays are.
+RAN = tuple(o for o in SEVERITY if o not in NOT_RUN)
+_RAN_SORTED = tuple(sorted(RAN))
+
+
+@dataclass
+class _CasePass:
+    #: the runs, with `b` (see _order)
+    order: DataFrame
+    #: g (a number per broker, build and broker_version) to those names
+    names: DataFrame
+    #: per g, bb (broker and block), case, version and statements: _STATES, the count of
+    #: each outcome of RAN (n_failed, ...), of `other` outcomes, and when the RAN ones came
+    #: first and last
+    blocks: DataFrame
+
+
+#: The case pass of each cases frame, kept while it lives (None: it cannot be made).
+_PASSES: weakref.WeakKeyDictionary[DataFrame, tuple[_CasePass | None]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _case_pass(cases: DataFrame) -> _CasePass | None:
+    """One pass over the records that both the regressions and flaky need, kept: each
+    record to its case's row of its build and block (a few rows per case), found by the
+    hash of its run (_builds; None where that does not tell every run apart)."""
+    if cases in _PASSES:
+        return _PASSES[cases][0]
+    builds = _builds(cases)
+    counts = builds.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h")).first()
+    made = None
+    if counts is not None and counts["n"] == counts["h"]:
+        order = _order(builds)
+        trio = ["broker", "build", "broker_version"]
+        named = builds.withColumn("g", F.dense_rank().over(Window.orderBy(*trio)))
+        lookup = (named.join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"])
+                  .select("h", "g", "b", "seq").localCheckpoint())
+        ran = ~F.col("outcome").isin(*NOT_RUN)
+        stamp = F.when(ran, F.col("timestamp"))
+        blocks = (cases.select(_build_hash().alias("h"), "timestamp", "case_id", "version",
+                               "statements", "outcome")
+                  .join(F.broadcast(lookup), "h")
+                  .groupBy("g", _block_key(), "case_id", "version", "statements")
+                  .agg(*_states(),
+                       *[F.sum(F.when(F.col("outcome") == o, 1).otherwise(0))
+                         .alias(f"n_{count_name(o)}") for o in RAN],
+                       F.sum(F.when(~F.col("outcome").isin(*SEVERITY), 1).otherwise(0))
+                       .alias("other"),
+                       F.min(stamp).alias("first_seen"), F.max(stamp).alias("last_seen"))
+                  .localCheckpoint())
+        made = _CasePass(order, named.select("g", *trio).distinct().localCheckpoint(), blocks)
+    _PASSES[cases] = (made,)
+    return made
+
+
 def regressions(cases: DataFrame) -> DataFrame:
     """Case runs whose outcome turned from passed to failed or error ('regressed') or back
     ('fixed') since the broker's previous run; a case run twice in one run counts by its
     worst outcome."""
-    order = runs(cases)
-    rank = _severity(F.col("outcome"))
-    bit = F.expr(f"shiftleft(1L, seq % {BLOCK})")
-
-    def state(ranks: tuple[int, ...]) -> Column:
-        return F.when(rank.isin(*ranks), bit).otherwise(_zero()) if ranks else bit
-
-    # One pass over the records: each to its case's row of its block, by statements too
-    # (the statements of a case run that changed come from its records); those few rows
-    # then shuffled by case (into as many parts as a shuffle has: AQE would make one task
-    # of so few rows), where the rest needs no other shuffle.
-    keys = ["broker", "case_id", "version"]
+    shared = _case_pass(cases)
+    order, blocks = (shared.order, shared.blocks) if shared else _record_blocks(cases)
+    # those few rows shuffled by case (into as many parts as a shuffle has: AQE would make
+    # one task of so few rows), where the rest needs no other shuffle
+    keys = ["b", "case_id", "version"]
     parts = int(cases.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
     blocks = (
-        cases.select("broker", "run_id", "case_id", "version", "statements", "outcome")
-        .join(F.broadcast(order.select("broker", "run_id", "seq")), ["broker", "run_id"])
-        .groupBy(*keys, "statements", F.expr(f"seq div {BLOCK}").alias("block"))
-        .agg(*[F.bit_or(state(r)).alias(n) for n, r in _STATES.items()])
-        .repartition(parts, *keys)
-        .groupBy(*keys, "block")
+        blocks
+        .repartition(parts, "case_id", "version")
+        .groupBy("bb", "case_id", "version")
         .agg(*[F.bit_or(n).alias(n) for n in _STATES if n != "ran"],
-             F.collect_list(F.struct("ran", "statements")).alias("statements")))
+             F.collect_list(F.struct("ran", "statements")).alias("statements"))
+        .select(F.expr("shiftright(bb, 32)").cast("int").alias("b"), "case_id", "version",
+                F.expr("bb & 4294967295").alias("block"), "failed", "error", "neither", "passed",
+                "statements"))
     # bit i of `before_X`: state X in the run before the block's run i (for i = 0, the last
     # run of the block before)
     window = Window.partitionBy(*keys).orderBy("block")
-    adjacent = F.lag("block").over(window) == F.col("block") - 1
+    blocks = blocks.withColumn("adjacent", F.lag("block").over(window) == F.col("block") - 1)
     for name in ("failed", "error", "neither", "passed"):
-        carried = F.when(adjacent, F.lag(name).over(window)).otherwise(_zero())
+        carried = F.when(F.col("adjacent"), F.lag(name).over(window)).otherwise(_zero())
         blocks = blocks.withColumn(f"before_{name}", F.expr(f"shiftleft({name}, 1)")
                                    .bitwiseOR(F.shiftrightunsigned(carried, BLOCK - 1)))
     passed = "{0}passed & ~({0}failed | {0}error | {0}neither)"
@@ -204,10 +329,12 @@ def regressions(cases: DataFrame) -> DataFrame:
         *keys, "block", "statements", "failed", "before_failed",
         F.expr(f"{passed.format('before_')} & (failed | error)").alias("regressed"),
         F.expr(f"{passed.format('')} & (before_failed | before_error)").alias("fixed"))
-    # the bits set, one row each (a generator and a filter, compiled: no lambda per bit)
-    bits = F.array(*[_bit("regressed | fixed", str(i)) for i in range(BLOCK)])
+    # the bits set, one row each (each changed block to its 64 positions, filtered: a small
+    # generator and a compiled filter)
+    positions = F.array(*[F.lit(i) for i in range(BLOCK)])
     changed = (changes.where("regressed | fixed != 0")
-               .select("*", F.posexplode(bits).alias("i", "set")).where("set")
+               .select("*", F.explode(positions).alias("i"))
+               .where(_bit("regressed | fixed", "i"))
                .select(*keys, F.expr(f"block * {BLOCK} + i").alias("seq"),
                        F.expr("filter(statements, s -> shiftright(s.ran, i) & 1 = 1)[0]"
                               ".statements").alias("statements"),
@@ -218,7 +345,7 @@ def regressions(cases: DataFrame) -> DataFrame:
                        .alias("previous_outcome"),
                        F.when(_bit("fixed", "i"), "passed")
                        .when(_bit("failed", "i"), "failed").otherwise("error").alias("outcome")))
-    return (changed.join(F.broadcast(order), ["broker", "seq"])
+    return (changed.join(F.broadcast(order), ["b", "seq"])
             .select("broker", "run_id", "timestamp", "build", "broker_version",
                     "previous_run_id", "previous_timestamp", "previous_build", "case_id",
                     "version", "statements", "previous_outcome", "outcome", "change"))
@@ -240,6 +367,33 @@ def flaky(cases: DataFrame) -> DataFrame:
     """Cases with more than one outcome on one build (skips not counted), with how often
     the minority outcomes came: flake_rate = 1 - (commonest outcome's share)."""
     keys = ["broker", "build", "broker_version", "case_id", "version"]
+    shared = _case_pass(cases)
+    # from the case pass's rows where every outcome is one of RAN's or skipped (the counts
+    # then say which came), else from the records
+    if shared is not None and not shared.blocks.where("other > 0").take(1):
+        some = F.greatest(*[F.col(f"n_{count_name(o)}") for o in RAN]) > 0
+        counted = (shared.blocks.groupBy("g", "case_id", "version")
+                   .agg(*[F.sum(f"n_{count_name(o)}").alias(count_name(o)) for o in RAN],
+                        F.first(F.when(some, F.col("statements")), ignorenulls=True)
+                        .alias("statements"),
+                        F.min("first_seen").alias("first_seen"),
+                        F.max("last_seen").alias("last_seen"))
+                   .join(F.broadcast(shared.names), "g"))
+        grouped = counted.select(
+            *keys, sum((F.col(count_name(o)) for o in RAN[1:]), F.col(count_name(RAN[0])))
+            .alias("executions"), *[count_name(o) for o in RAN],
+            F.array_compact(F.array(*[F.when(F.col(count_name(o)) > 0, F.lit(o))
+                                      for o in _RAN_SORTED])).alias("outcomes"),
+            "statements", "first_seen", "last_seen")
+    else:
+        grouped = _flaky_records(cases, keys)
+    commonest = F.greatest(*[F.col(count_name(o)) for o in RAN])
+    return (grouped.where(F.size("outcomes") > 1)
+            .withColumn("flake_rate", F.round(1 - commonest / F.col("executions"), 6))
+            .drop(*NOT_RUN))
+
+
+def _flaky_records(cases: DataFrame, keys: list[str]) -> DataFrame:
     ran = cases.where(~F.col("outcome").isin(*NOT_RUN))
     # the records to a few rows per case and outcome first: a hash aggregation (the sets
     # and arrays of the second one would need slower ones), then the rest on those, in one
@@ -249,18 +403,14 @@ def flaky(cases: DataFrame) -> DataFrame:
                 .agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("first_seen"),
                      F.max("timestamp").alias("last_seen"))
                 .coalesce(1).select("*", *_derived()))
-    grouped = (outcomes.groupBy(*keys)
-               .agg(F.sum("n").alias("executions"),
-                    *[F.sum(F.when(F.col("outcome") == o, F.col("n")).otherwise(0))
-                      .alias(count_name(o)) for o in SEVERITY],
-                    F.array_sort(F.collect_set("outcome")).alias("outcomes"),
-                    F.first("statements").alias("statements"),
-                    F.min("first_seen").alias("first_seen"),
-                    F.max("last_seen").alias("last_seen")))
-    commonest = F.greatest(*[F.col(c) for c in COUNTS if c not in NOT_RUN])
-    return (grouped.where(F.size("outcomes") > 1)
-            .withColumn("flake_rate", F.round(1 - commonest / F.col("executions"), 6))
-            .drop(*NOT_RUN))
+    return (outcomes.groupBy(*keys)
+            .agg(F.sum("n").alias("executions"),
+                 *[F.sum(F.when(F.col("outcome") == o, F.col("n")).otherwise(0))
+                   .alias(count_name(o)) for o in SEVERITY],
+                 F.array_sort(F.collect_set("outcome")).alias("outcomes"),
+                 F.first("statements").alias("statements"),
+                 F.min("first_seen").alias("first_seen"),
+                 F.max("last_seen").alias("last_seen")))
 
 
 # -- buckets -------------------------------------------------------------------------------

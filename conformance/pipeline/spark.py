@@ -48,6 +48,8 @@ FAST_JVM = ("-XX:TieredStopAtLevel=1", "-Xlog:disable")
 #: the cores the tasks need: a third less JIT work on 1M records, tasks as fast at 10M.
 FULL_JVM = ("-XX:Tier4InvocationThreshold=100000", "-XX:Tier4CompileThreshold=150000",
             "-XX:Tier4BackEdgeThreshold=400000")
+#: Files a task keeps open at once when it writes a partitioned table, in local mode.
+LOCAL_WRITERS = 16
 #: Seconds after which an archive still being written is taken for a killed session's.
 STALE_PART_S = 3600
 #: Octets the log may hold before a session starts it anew.
@@ -214,6 +216,11 @@ def _builder(settings: SparkSettings, java_options: str) -> SparkSession.Builder
     partitions = settings.shuffle_partitions
     if settings.local:
         partitions = partitions or 2 * _cores(settings.master)
+        # A task writes its rows of a table partitioned by broker into one open file per
+        # broker instead of sorting them by broker first (a sort of every row written; past
+        # LOCAL_WRITERS brokers a task sorts the rest): a fifth less work for the matrix.
+        builder = (builder.config("spark.sql.optimizer.plannedWrite.enabled", "false")
+                   .config("spark.sql.maxConcurrentOutputFileWriters", str(LOCAL_WRITERS)))
     if settings.loopback:
         # Spark on this machine talks to itself only: no host name lookup, nothing on other
         # interfaces.
