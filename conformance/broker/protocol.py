@@ -418,7 +418,7 @@ class BrokerProtocol:
                 if message.id == message_id:
                     return subscription, ack_id
         raise UnknownAck(f"{frame.command} of unknown or already acknowledged message "
-                      f"{message_id!r}")
+                         f"{message_id!r}")
 
     def _settle(self, subscription: Subscription, ack_id: str, *, requeue: bool,
                 nack: bool = False) -> None:
