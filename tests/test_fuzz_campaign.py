@@ -71,6 +71,19 @@ def test_a_campaign_with_a_fault_finds_it_and_the_finding_replays(tmp_path: Path
     path = corpus / "findings" / f"{escapes[0]['id']}.json"
     clean = cli("replay", str(path), "--fault", "no-heartbeats")
     assert clean.returncode == 0, clean.stdout + clean.stderr
+    # what another broker does is not recorded as the finding's
+    other = cli("replay", str(path), "--fault", "no-heartbeats", "--record")
+    assert other.returncode == 2 and "--record" in other.stderr, other.stderr
+    # the whole folder, each finding twice, the tally kept in each file
+    replayed = cli("replay", str(corpus / "findings"), "--times", "2", "--record")
+    no_traceback(replayed)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert f"{len(found)} finding{'s' if len(found) > 1 else ''}, 2 tries each: " \
+        in replayed.stdout
+    again = findings(corpus)
+    for finding in escapes:
+        assert again[str(finding["id"])]["replays"]["reproduced"] == 2
+    assert all(f["replays"]["tries"] == 2 for f in again.values() if f["kind"] != "leak")
     records = [json.loads(line) for line in (results / "findings.jsonl").read_text().splitlines()]
     assert {r["finding_id"] for r in records} == set(found)
     assert all(r["kind"] == "fuzz_finding" and r["schema_version"] == 1 for r in records)

@@ -120,6 +120,17 @@ def test_a_crash_is_tied_to_the_input_that_causes_it_and_replays(tmp_path: Path)
     assert replayed.returncode == 1, replayed.stdout + replayed.stderr
     assert "reproduced 1/1" in replayed.stdout
     assert "Traceback" not in replayed.stderr
+    # The same input filed as a close without ERROR (as an input cut short by the crash
+    # is): replayed, the close is the broker dying, a crash's, and that finding's own
+    # anomaly never shows; the broker is started again for each try.
+    closed = tmp_path / "closed" / "findings"
+    closed.mkdir(parents=True)
+    (closed / "closed.json").write_text(json.dumps({
+        **crash, "kind": "closed-without-error", "about": "", "suspects": []}))
+    replayed = cli("replay", str(closed), "--launch", launch, "--times", "2", "--record")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert replayed.stdout.count("the broker down: crash") == 2, replayed.stdout
+    assert json.loads((closed / "closed.json").read_text())["replays"]["reproduced"] == 0
 
 
 @pytest.mark.timing  # a broker slower than --hang-after would look hung

@@ -10,7 +10,7 @@ from pathlib import Path
 from helpers import cli
 
 from conformance.fuzz.inputs.fuzz_input import Expect, FuzzInput
-from conformance.fuzz.network.findings import BrokerInfo, Finding, new_finding
+from conformance.fuzz.network.findings import BrokerInfo, Finding, Replays, new_finding
 from conformance.fuzz.network.folder import CampaignDir, CampaignState
 from conformance.fuzz.network.oracle import Anomaly, Kind
 
@@ -97,3 +97,40 @@ def test_a_broken_notes_file_or_folder_is_one_line(tmp_path: Path) -> None:
     done = cli("triage", str(tmp_path / "nowhere"))
     assert done.returncode == 2 and "state.json" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_replays_after_the_campaign_decide_whether_a_finding_reproduces(
+        tmp_path: Path) -> None:
+    escape = fuzz("value-encoding.undefined-escape-fatal", "undefined-escape")
+    every = finding(Kind.ACCEPTED, "value-encoding.undefined-escape-fatal", escape
+                    ).updated(confirmed=True, replays=Replays(5, 5))
+    sometimes = finding(Kind.CLOSED_WITHOUT_ERROR, "frames.header-grammar",
+                        fuzz("frames.header-grammar", "header-without-colon")
+                        ).updated(confirmed=True, replays=Replays(5, 3))
+    # confirmed by the campaign, never shown again after it
+    gone = finding(Kind.TIMEOUT, "frames.nul-terminator", fuzz("frames.nul-terminator", "x")
+                   ).updated(confirmed=True, replays=Replays(5, 0))
+    # an unattributed crash: down for sure, which input did it not known; replayed, it is
+    crash = finding(Kind.CRASH, "connecting.connected-response", escape, about="boom"
+                    ).updated(confirmed=False, suspects=(escape, escape))
+    assert sometimes.replay_command("f.json").endswith(" --times 5")
+    assert "--times" not in every.replay_command("f.json") + gone.replay_command("f.json")
+    assert (every.reproduces, sometimes.reproduces, gone.reproduces, crash.reproduces) == \
+        (True, True, False, None)
+    assert crash.updated(replays=Replays(5, 0)).reproduces is False
+    folder = campaign(tmp_path / "rabbitmq", [every, sometimes, gone, crash])
+    again = CampaignDir(folder).load_findings()
+    assert again[sometimes.id].replays == Replays(5, 3)
+    out = tmp_path / "fuzz"
+    done = cli("triage", str(folder), "--json", f"{out}.json", "--markdown", f"{out}.md")
+    assert done.returncode == 0, done.stderr
+    (broker,) = json.loads(Path(f"{out}.json").read_text())["brokers"]
+    category = {b["kind"]: b["category"] for b in broker["buckets"]}
+    # (RabbitMQ's profile declares both rules of the first two)
+    assert category == {"accepted-silently": "deviation", "closed-without-error": "deviation",
+                        "timeout": "not reproduced", "crash": "crash"}
+    rows = {b["kind"]: b["findings"][0] for b in broker["buckets"]}
+    assert rows["closed-without-error"]["replay"].endswith(" --times 5")
+    markdown = Path(f"{out}.md").read_text()
+    assert "intermittent: 3/5 replays" in markdown and "replayed: 5/5" in markdown
+    assert "replayed: never in 5" in markdown

@@ -87,6 +87,35 @@ class BrokerInfo:
 
 
 @dataclass(frozen=True)
+class Replays:
+    """How often the reproducer showed the finding when replayed after its campaign
+    (`replay --times N --record`): every time, some of the times (an intermittent finding,
+    whose replay command asks for as many tries), or never."""
+
+    tries: int
+    reproduced: int
+    at: str = ""
+    tool_version: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.reproduced}/{self.tries}"
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Replays | None:
+        if data is None:
+            return None
+        tries, reproduced = int(data["tries"]), int(data["reproduced"])
+        if not 0 <= reproduced <= tries or tries < 1:
+            raise ValueError(f"replays: {reproduced} of {tries} tries")
+        return cls(tries, reproduced, str(data.get("at", "")),
+                   str(data.get("tool_version", "")))
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     signature: tuple[str, ...]
@@ -121,6 +150,8 @@ class Finding:
     tool_version: str = ""
     #: what a generator other than the grammar one keeps about its input
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the replays after the campaign, when recorded
+    replays: Replays | None = None
 
     @property
     def sent(self) -> tuple[FuzzInput, ...]:
@@ -130,11 +161,23 @@ class Finding:
             return self.suspects
         return (self.input,)
 
+    @property
+    def reproduces(self) -> bool | None:
+        """Whether sending it again shows it: as the replays after the campaign found, else
+        as the campaign's own confirmation did (None: not known)."""
+        if self.replays is not None:
+            return self.replays.reproduced > 0
+        if self.kind.outage and not self.confirmed:
+            return None  # the broker went down; which of its suspects did it is not known
+        return self.confirmed
+
     def replay_command(self, path: str) -> str:
         address = self.broker.address
         flags = " --allow-remote" if address and not _loopback(address) else ""
         if self.broker.launch:  # started again by the replay, as the campaign did
             flags += f" --launch {shlex.quote(self.broker.launch)}"
+        if self.replays and 0 < self.replays.reproduced < self.replays.tries:
+            flags += f" --times {self.replays.tries}"  # intermittent: as often as measured
         return f"stomp-conformance replay {path}{flags}"
 
     def updated(self, **changes: Any) -> Finding:
@@ -157,6 +200,7 @@ class Finding:
             "confirmed": self.confirmed, "suspects": [s.to_json() for s in self.suspects],
             "hits": self.hits, "tool_version": self.tool_version,
             "replay": self.replay_command(path) if path else "", "extra": self.extra,
+            "replays": self.replays.to_json() if self.replays else None,
         }
 
     @classmethod
@@ -189,6 +233,7 @@ class Finding:
                 suspects=tuple(FuzzInput.from_json(s) for s in data.get("suspects", ())),
                 hits=int(data.get("hits", 1)), tool_version=str(data.get("tool_version", "")),
                 extra=dict(data.get("extra") or {}),
+                replays=Replays.from_json(data.get("replays")),
             )
         except KeyError as missing:
             raise ValueError(f"finding file lacks the field {missing}") from None

@@ -25,10 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from conformance import __version__
 from conformance.files import write_atomic
 from conformance.fuzz.inputs.fuzz_input import FuzzInput
-from conformance.fuzz.network.findings import BrokerInfo, Finding
+from conformance.fuzz.network.findings import BrokerInfo, Finding, Replays
 from conformance.fuzz.network.reproducer import case_yaml
+from conformance.report.records import timestamp
 
 STATE_FORMAT = "stomp-conformance-fuzz-campaign"
 STATE_VERSION = 1
@@ -187,9 +189,7 @@ class CampaignDir:
         """Write the finding, then its YAML case; each file whole or not at all (`sync`:
         on the disk before returning; not for a count of hits)."""
         path = self.finding_path(finding.id)
-        write_atomic(path, _dump(finding.to_json(str(path))), sync=sync)
-        write_atomic(path.with_suffix(".yaml"), case_yaml(finding, path=str(path)).encode("utf-8"),
-                     sync=sync)
+        save_finding_at(path, finding, sync=sync)
         return path
 
     def load_findings(self) -> dict[str, Finding]:
@@ -223,6 +223,12 @@ class CampaignDir:
                      _dump({"behaviour": list(behaviour), "input": fuzz.to_json()}), sync=False)
 
 
+def save_finding_at(path: Path, finding: Finding, *, sync: bool = True) -> None:
+    write_atomic(path, _dump(finding.to_json(str(path))), sync=sync)
+    write_atomic(path.with_suffix(".yaml"), case_yaml(finding, path=str(path)).encode("utf-8"),
+                 sync=sync)
+
+
 def load_finding(path: Path) -> Finding:
     """The finding in `path`; CampaignDirError naming the file when it is not one."""
     try:
@@ -235,6 +241,18 @@ def load_finding(path: Path) -> Finding:
         return Finding.from_json(data)
     except ValueError as error:
         raise CampaignDirError(f"{path}: {error}") from None
+
+
+def record_replays(path: Path, finding: Finding, tries: int, reproduced: int) -> None:
+    """Write into the finding's file (and its case's comment) how many of `tries` replays
+    reproduced it; CampaignDirError when its campaign's folder is in use."""
+    folder = CampaignDir(path.parent.parent)
+    folder.lock()
+    try:
+        replays = Replays(tries, reproduced, timestamp(), __version__)
+        save_finding_at(path, finding.updated(replays=replays))
+    finally:
+        folder.unlock()
 
 
 def campaign_id() -> str:

@@ -76,7 +76,10 @@ def markdown(report: dict[str, Any]) -> str:
              "broker was launched by the campaign (`fuzz --launch`), its process watched by "
              "the resource oracle, and started again after each crash or hang; each crash and "
              "hang was sent again alone against the restarted broker until one input "
-             "reproduced it. Buckets are findings with one signature; *known* means its "
+             "reproduced it. Each finding was then replayed against the broker launched "
+             "again (`replay --times N --record`): *replayed* says how many of those tries "
+             "showed it, and one none showed is not reproduced. Buckets are findings with "
+             "one signature; *known* means its "
              "profile declares it or a catalogue case already shows it on that broker.", "",
              "| broker | version | server header | " + " | ".join(report["categories"])
              + " | new |", "|---|---|---|" + "---|" * (len(report["categories"]) + 1)]
@@ -134,6 +137,12 @@ def _found(report: dict[str, Any], broker: str, row: dict[str, Any]) -> str:
         return f"{row.get('case_id')} ({row.get('replay')})"
     state = {True: "confirmed", False: "unattributed" if row.get("inputs", 1) > 1
              else "not reproduced", None: "not sent again"}[row.get("confirmed")]
+    replays = row.get("replays")
+    if replays:  # "3/5": how many replays after the campaign showed it
+        shown, tries = replays.split("/")
+        state += (f"; replayed: {replays}" if shown == tries else
+                  f"; replayed: never in {tries}" if shown == "0" else
+                  f"; intermittent: {replays} replays")
     return (f"{_reproducer(report, broker, row['reproducer'])} ({state}, "
             f"{row['mutation']} {row['version']}, {row['hits']} hits)")
 

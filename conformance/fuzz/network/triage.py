@@ -5,7 +5,8 @@ bucket sorted into one of
     crash, hang, leak      the broker's process died, stopped taking connections, or grew
     deviation              a spec violation the broker's profile declares (named)
     violation              a spec violation no deviation declares
-    not reproduced         sent again, the answer did not show it
+    not reproduced         sent again (by the campaign, or `replay --record` after it), the
+                           answer did not show it
     informational          behaviour the spec leaves open
 
 and marked known (declared, or the catalogue already shows it on this broker: a case that
@@ -126,11 +127,11 @@ def _deviations(profile: Profile, rule: str) -> list[str]:
             if any(rule_of(s) == rule for s in deviation.statements)]
 
 
-def _category(kind: str, grade: str, confirmed: bool | None, deviations: list[str]) -> str:
+def _category(kind: str, grade: str, reproduces: bool | None, deviations: list[str]) -> str:
+    if reproduces is False:
+        return "not reproduced"
     if kind in _OUTAGES:
         return kind
-    if confirmed is False:
-        return "not reproduced"
     if deviations:
         return "deviation"
     return "informational" if grade == Outcome.INFORMATIONAL.value else "violation"
@@ -143,7 +144,9 @@ def _finding_row(finding: Finding, path: Path) -> dict[str, Any]:
             "version": finding.input.version, "octets": sum(len(s.data) for s in sent),
             "inputs": len(sent), "detail": finding.detail, "ended": finding.ended,
             "reproducer": path.name, "case": path.with_suffix(".yaml").name,
-            "found_after_s": finding.found_after_s}
+            "found_after_s": finding.found_after_s,
+            "replays": finding.replays.text if finding.replays else None,
+            "replay": finding.replay_command(str(path))}
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ class Note:
 
 
 def _bucket(broker: str, profile: Profile, outcomes: Mapping[str, str], sig: tuple[str, ...],
-            kind: str, statement: str, grade: str, confirmed: bool | None,
+            kind: str, statement: str, grade: str, reproduces: bool | None,
             input_rule: str, notes: Mapping[str, Note], generator: str) -> Bucket:
     rule = rule_of(statement)
     checked = _rules_checked()
@@ -174,7 +177,7 @@ def _bucket(broker: str, profile: Profile, outcomes: Mapping[str, str], sig: tup
     note = notes.get(text, Note())
     ids = [*note.cases, *(c for c in ids if c not in note.cases)]
     return Bucket(broker=broker, signature=text, kind=kind, statement=statement, grade=grade,
-                  category=_category(kind, grade, confirmed, deviations),
+                  category=_category(kind, grade, reproduces, deviations),
                   known=known if note.known is None else note.known,
                   deviations=deviations, cases={c: outcomes.get(c, "not run") for c in ids},
                   generator=generator, note=note.text)
@@ -203,7 +206,7 @@ def triage_broker(folder: Path, *, comparison: Mapping[str, Any] | None = None,
         if bucket is None:
             bucket = buckets[finding.id] = _bucket(
                 name, profile, outcomes, sig, finding.kind.value, finding.statement,
-                graded.value, finding.confirmed, rule_of(finding.input.statement)
+                graded.value, finding.reproduces, rule_of(finding.input.statement)
                 if finding.input.statement else "", notes, "grammar")
         bucket.findings.append(_finding_row(finding, path))
     stateful = _read(folder / "stateful.json", {})
