@@ -113,7 +113,9 @@ def test_the_replays_after_the_campaign_decide_whether_a_finding_reproduces(
     # an unattributed crash: down for sure, which input did it not known; replayed, it is
     crash = finding(Kind.CRASH, "connecting.connected-response", escape, about="boom"
                     ).updated(confirmed=False, suspects=(escape, escape))
-    assert sometimes.replay_command("f.json").endswith(" --times 5")
+    # shown 3 times in 5: 10 tries show it 19 times in 20 at the low end of that rate
+    assert sometimes.replay_command("f.json").endswith(" --times 10")
+    assert Replays(5, 1).sure > Replays(5, 3).sure > Replays(5, 4).sure >= 2
     assert "--times" not in every.replay_command("f.json") + gone.replay_command("f.json")
     assert (every.reproduces, sometimes.reproduces, gone.reproduces, crash.reproduces) == \
         (True, True, False, None)
@@ -130,7 +132,7 @@ def test_the_replays_after_the_campaign_decide_whether_a_finding_reproduces(
     assert category == {"accepted-silently": "deviation", "closed-without-error": "deviation",
                         "timeout": "not reproduced", "crash": "crash"}
     rows = {b["kind"]: b["findings"][0] for b in broker["buckets"]}
-    assert rows["closed-without-error"]["replay"].endswith(" --times 5")
+    assert rows["closed-without-error"]["replay"].endswith(" --times 10")
     markdown = Path(f"{out}.md").read_text()
     assert "intermittent: 3/5 replays" in markdown and "replayed: 5/5" in markdown
     assert "replayed: never in 5" in markdown

@@ -45,7 +45,7 @@ def add(verbs: Verbs) -> None:
     again.add_argument("--record", action="store_true",
                        help="write how many of the tries reproduced each finding into its "
                             "file (the published report shows it; an intermittent finding's "
-                            "replay command then asks for as many tries)")
+                            "replay command then asks for enough tries to show it)")
     launch_flags(again)
     again.set_defaults(run=replay_command)
 
