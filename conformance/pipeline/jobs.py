@@ -140,8 +140,10 @@ def matrix_by_version(by_run: DataFrame) -> DataFrame:
     return (by_run.groupBy("broker", "broker_version", "statement", "stomp_version")
             .agg(F.count(F.lit(1)).alias("runs"),
                  F.sum("executions").alias("executions"), *_summed(),
-                 F.sum(F.when(F.col("status").isin(*BAD), 1).otherwise(0))
-                 .alias("runs_failing"),
+                 # a run's status is failed or error where it counted either (BAD are
+                 # the worst two): by the counts, the status column is not read
+                 F.sum(F.when(sum((F.col(count_name(o)) for o in BAD), F.lit(0)) > 0, 1)
+                       .otherwise(0)).alias("runs_failing"),
                  F.min("timestamp").alias("first_seen"),
                  F.max("timestamp").alias("last_seen"))
             .withColumn("status", _status()).withColumn("pass_rate", _pass_rate()))
@@ -217,8 +219,10 @@ def _order(builds: DataFrame) -> DataFrame:
 
 
 def _states() -> list[Column]:
-    """What a block's records make of its case: _STATES as bit sets over its runs."""
-    rank = _severity(F.col("outcome"))
+    """What a block's records make of its case: _STATES as bit sets over its runs, from
+    each record's `rank` (its outcome's, computed once per record: the aggregates then
+    compare ints, not the outcome's string a dozen times)."""
+    rank = F.col("rank")
     bit = F.expr(f"shiftleft(1L, seq % {BLOCK})")
     return [F.bit_or(F.when(rank.isin(*ranks), bit).otherwise(_zero()) if ranks else bit)
             .alias(name) for name, ranks in _STATES.items()]
@@ -237,7 +241,8 @@ def _record_blocks(cases: DataFrame) -> tuple[DataFrame, DataFrame]:
               .join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"])
               .select("broker_id", "run_id", "b", "seq"))
     return order, (
-        cases.select("broker_id", "run_id", "case_id", "version", "statements", "outcome")
+        cases.select("broker_id", "run_id", "case_id", "version", "statements",
+                     _severity(F.col("outcome")).alias("rank"))
         .join(F.broadcast(lookup), ["broker_id", "run_id"])
         .groupBy(_block_key(), "case_id", "version", "statements").agg(*_states()))
 
@@ -279,17 +284,16 @@ def _case_pass(cases: DataFrame) -> _CasePass | None:
         named = builds.withColumn("g", F.dense_rank().over(Window.orderBy(*trio)))
         lookup = (named.join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"])
                   .select("h", "g", "b", "seq").localCheckpoint())
-        ran = ~F.col("outcome").isin(*NOT_RUN)
-        stamp = F.when(ran, F.col("timestamp"))
+        rank = F.col("rank")
+        stamp = F.when(~rank.isin(*[SEVERITY.index(o) for o in NOT_RUN]), F.col("timestamp"))
         blocks = (cases.select(_build_hash().alias("h"), "timestamp", "case_id", "version",
-                               "statements", "outcome")
+                               "statements", _severity(F.col("outcome")).alias("rank"))
                   .join(F.broadcast(lookup), "h")
                   .groupBy("g", _block_key(), "case_id", "version", "statements")
                   .agg(*_states(),
-                       *[F.sum(F.when(F.col("outcome") == o, 1).otherwise(0))
+                       *[F.sum(F.when(rank == SEVERITY.index(o), 1).otherwise(0))
                          .alias(f"n_{count_name(o)}") for o in RAN],
-                       F.sum(F.when(~F.col("outcome").isin(*SEVERITY), 1).otherwise(0))
-                       .alias("other"),
+                       F.sum(F.when(rank == len(SEVERITY), 1).otherwise(0)).alias("other"),
                        F.min(stamp).alias("first_seen"), F.max(stamp).alias("last_seen"))
                   .localCheckpoint())
         made = _CasePass(order, named.select("g", *trio).distinct().localCheckpoint(), blocks)
