@@ -77,13 +77,14 @@ def replay_command(args: argparse.Namespace) -> Exit:
     from conformance.fuzz.network.replay import replay
     from conformance.fuzz.network.where import UsageError
 
+    console = make_console()
     try:
         paths, findings = [], []
         for path in _paths(args.findings):
             finding = load_finding(path)
             if finding.kind is Kind.LEAK:  # the campaign's samples over a window show it
-                print(f"{finding.id}: not replayed: a leak shows in the resource samples of a "
-                      "campaign, not in a replay")
+                console.print(f"{finding.id}: not replayed: a leak shows in the resource "
+                              "samples of a campaign, not in a replay", soft_wrap=True)
                 continue
             paths.append(path)
             findings.append(finding)
@@ -112,7 +113,6 @@ def replay_command(args: argparse.Namespace) -> Exit:
         generators = [generator(f.generator, versions) for f in findings]
     except (UsageError, ValueError, CampaignDirError) as error:
         return fail(Exit.USAGE, str(error))
-    console = make_console()
 
     async def run() -> list[Replayed]:
         out: list[Replayed] = []

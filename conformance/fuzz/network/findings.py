@@ -99,10 +99,6 @@ class Replays:
     tool_version: str = ""
 
     @property
-    def text(self) -> str:
-        return f"{self.reproduced}/{self.tries}"
-
-    @property
     def sure(self) -> int:
         """How many tries show an intermittent finding at least once, 19 times in 20, at
         the low end of the rate measured (Wilson's interval, 90%: a few tries measure a

@@ -135,16 +135,16 @@ def _cases(cases: dict[str, str], shown: int = 3) -> str:
 def _found(report: dict[str, Any], broker: str, row: dict[str, Any]) -> str:
     if "reproducer" not in row:  # the stateful fuzzer's case
         return f"{row.get('case_id')} ({row.get('replay')})"
-    replays = row.get("replays")  # "3/5": how many replays after the campaign showed it
+    replays = row.get("replays")  # how many of the replays after the campaign showed it
     # what the campaign made of it; the replays after it say the rest
     state = {True: "confirmed", False: "unattributed" if row.get("inputs", 1) > 1
              else "unconfirmed" if replays else "not reproduced",
              None: "not sent again"}[row.get("confirmed")]
     if replays:
-        shown, tries = replays.split("/")
-        state += (f"; replayed: {replays}" if shown == tries else
-                  f"; replayed: never in {tries}" if shown == "0" else
-                  f"; intermittent: {replays} replays")
+        shown, tries = replays["reproduced"], replays["tries"]
+        state += (f"; replayed: {shown}/{tries}" if shown == tries else
+                  f"; replayed: never in {tries}" if shown == 0 else
+                  f"; intermittent: {shown}/{tries} replays")
     return (f"{_reproducer(report, broker, row['reproducer'])} ({state}, "
             f"{row['mutation']} {row['version']}, {row['hits']} hits)")
 

@@ -145,7 +145,7 @@ def _finding_row(finding: Finding, path: Path) -> dict[str, Any]:
             "inputs": len(sent), "detail": finding.detail, "ended": finding.ended,
             "reproducer": path.name, "case": path.with_suffix(".yaml").name,
             "found_after_s": finding.found_after_s,
-            "replays": finding.replays.text if finding.replays else None,
+            "replays": finding.replays.to_json() if finding.replays else None,
             "replay": finding.replay_command(str(path))}
 
 
