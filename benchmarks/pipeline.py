@@ -5,7 +5,9 @@ staged Parquet the jobs read), then times the matrix, regressions and flaky jobs
 computed and written as partitioned Parquet, with Spark on local[2] and on local[1] (child
 processes: one JVM per measurement) and the same aggregations with pyarrow in this process,
 the single-machine reference. Row counts of all must agree. Prints Spark's ratio to pyarrow
-and local[1]'s to local[2] (the scaling from one core to two). Measures apart the ingestion
+and local[1]'s to local[2] (the scaling from one core to two), and the Parquet writers alone
+(by_run as written, read back and written again: Spark's time less its read alone, the
+floor of the matrix job's time). Measures apart the ingestion
 the jobs' input comes from: the same records as JSON Lines read with their schema, checked
 and staged as Parquet, as `pipeline` does. Also measures Spark's start: PySpark's defaults,
 this project's quiet fast start, and the same from a class-data-sharing archive (made, as
@@ -131,6 +133,19 @@ def _write(table: pa.Table, folder: Path, partition: str = "broker") -> int:
     return table.num_rows
 
 
+def _graded(table: pa.Table) -> pa.Table:
+    """status (the worst outcome counted) and pass_rate, from the counts, as the job has."""
+    status = pa.nulls(table.num_rows, pa.string())
+    for outcome in reversed(SEVERITY):
+        status = pc.if_else(pc.greater(table[count_name(outcome)], 0), outcome, status)
+    decided = pc.cast(pc.add(pc.add(table["passed"], table["failed"]), table["error"]),
+                      pa.float64())
+    rate = pc.if_else(pc.greater(decided, 0),
+                      pc.round(pc.divide(pc.cast(table["passed"], pa.float64()), decided), 6),
+                      pa.scalar(None, pa.float64()))
+    return table.append_column("status", status).append_column("pass_rate", rate)
+
+
 def arrow_matrix(table: pa.Table, out: Path) -> int:
     flat = pc.list_flatten(table["statements"])
     parents = pc.list_parent_indices(table["statements"])
@@ -140,10 +155,16 @@ def arrow_matrix(table: pa.Table, out: Path) -> int:
     by_run = _indicators(cols).group_by(keys).aggregate(
         [("timestamp", "min"), ("outcome", "count")]
         + [(count_name(o), "sum") for o in SEVERITY])
-    by_run = by_run.rename_columns([c.removesuffix("_sum") for c in by_run.column_names])
-    by_version = by_run.group_by(["broker", "broker_version", "statement", "version"]).aggregate(
-        [("run_id", "count"), ("outcome_count", "sum"), ("timestamp_min", "min"),
-         ("timestamp_min", "max")] + [(count_name(o), "sum") for o in SEVERITY])
+    by_run = _graded(by_run.rename_columns([c.removesuffix("_sum")
+                                            for c in by_run.column_names]))
+    failing = pc.cast(pc.greater(pc.add(by_run["failed"], by_run["error"]), 0), pa.int64())
+    by_version = by_run.append_column("failing", failing).group_by(
+        ["broker", "broker_version", "statement", "version"]).aggregate(
+        [("run_id", "count"), ("outcome_count", "sum"), ("failing", "sum"),
+         ("timestamp_min", "min"), ("timestamp_min", "max")]
+        + [(count_name(o), "sum") for o in SEVERITY])
+    by_version = _graded(by_version.rename_columns([c.removesuffix("_sum")
+                                                    for c in by_version.column_names]))
     return _write(by_run, out / "by_run") + _write(by_version, out / "by_version")
 
 
@@ -193,6 +214,14 @@ def arrow_flaky(table: pa.Table, out: Path) -> int:
     return _write(flaky.append_column("flake_rate", rate), out)
 
 
+def arrow_rewrite(written: Path, out: Path) -> tuple[float, int]:
+    """The writer alone: a table as written, read back, then written again (timed)."""
+    table = pq.read_table(written)
+    began = time.perf_counter()
+    rows = _write(table, out)
+    return time.perf_counter() - began, rows
+
+
 def run_arrow(data: Path, out: Path) -> dict[str, Any]:
     columns = ["timestamp", "broker_id", "broker_server", "run_id", "case_id", "version",
                "statements", "outcome"]
@@ -208,6 +237,8 @@ def run_arrow(data: Path, out: Path) -> dict[str, Any]:
         rows[name] = job(table, out / name)
         timings[name] = time.perf_counter() - began
     timings["rows"] = rows
+    timings["rewrite"], timings["rewrite_rows"] = arrow_rewrite(out / "matrix" / "by_run",
+                                                                out / "rewrite")
     return timings
 
 
@@ -252,6 +283,14 @@ def spark_worker(data: Path, out: Path, master: str, fast_jvm: bool, memory: str
         job()
         timings[name] = time.perf_counter() - began
     timings["jvm_cpu"] = _jvm_cpu(spark)
+    # the writer alone: by_run as written, read and written again, less reading it alone
+    written = spark.read.parquet(str(out / "matrix" / "by_run"))
+    began = time.perf_counter()
+    written.write.format("noop").mode("overwrite").save()
+    read = time.perf_counter() - began
+    began = time.perf_counter()
+    write(written, out / "rewrite")
+    timings["rewrite"] = time.perf_counter() - began - read
     timings["rows"] = {
         "matrix": sum(spark.read.parquet(str(out / "matrix" / n)).count()
                       for n in ("by_run", "by_version")),
@@ -389,6 +428,9 @@ def measure_size(size: int, work: Path, args: argparse.Namespace) -> None:
           + ", ".join(f"{m} {p['start']:.1f} s" for m, p in spark.items())
           + "; JVM CPU, start and jobs: "
           + ", ".join(f"{m} {p['jvm_cpu']:.0f} s" for m, p in spark.items()) + ")")
+    print(f"the writer alone, by_run's {arrow['rewrite_rows']:,} "
+          f"rows written again: pyarrow {arrow['rewrite']:.2f} s, spark local[2] "
+          f"{two['rewrite']:.2f} s ({two['rewrite'] / arrow['rewrite']:.2f}x)")
     if args.ingest:
         ingest = _child("--ingest-worker", str(data), str(work / "ingest"), fast,
                         args.driver_memory)
