@@ -428,9 +428,10 @@ def measure_size(size: int, work: Path, args: argparse.Namespace) -> None:
           + ", ".join(f"{m} {p['start']:.1f} s" for m, p in spark.items())
           + "; JVM CPU, start and jobs: "
           + ", ".join(f"{m} {p['jvm_cpu']:.0f} s" for m, p in spark.items()) + ")")
-    print(f"the writer alone, by_run's {arrow['rewrite_rows']:,} "
-          f"rows written again: pyarrow {arrow['rewrite']:.2f} s, spark local[2] "
-          f"{two['rewrite']:.2f} s ({two['rewrite'] / arrow['rewrite']:.2f}x)")
+    print(f"the writer alone, by_run's {arrow['rewrite_rows']:,} rows written again: "
+          f"pyarrow {arrow['rewrite']:.2f} s, "
+          + ", ".join(f"spark {m} {p['rewrite']:.2f} s ({p['rewrite'] / arrow['rewrite']:.2f}x)"
+                      for m, p in spark.items()))
     if args.ingest:
         ingest = _child("--ingest-worker", str(data), str(work / "ingest"), fast,
                         args.driver_memory)
