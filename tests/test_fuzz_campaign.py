@@ -114,7 +114,9 @@ def test_a_campaign_without_a_fault_finds_nothing(tmp_path: Path) -> None:
     no_traceback(done)
     assert done.returncode == 0, done.stderr
     assert findings(tmp_path / "c") == {}
-    assert counters(tmp_path / "c")["inputs"] > 100
+    # each of the 16 jobs sent inputs: a quiet machine sends thousands in 3 s, one starved
+    # by the tests beside it under a hundred
+    assert counters(tmp_path / "c")["inputs"] > 16
     assert "0 findings" in done.stderr
 
 
