@@ -134,7 +134,9 @@ def _write(table: pa.Table, folder: Path, partition: str = "broker") -> int:
 
 
 def _graded(table: pa.Table) -> pa.Table:
-    """status (the worst outcome counted) and pass_rate, from the counts, as the job has."""
+    """The aggregates' columns without their "_sum" suffix, with status (the worst outcome
+    counted) and pass_rate from the counts, as the job has them."""
+    table = table.rename_columns([c.removesuffix("_sum") for c in table.column_names])
     status = pa.nulls(table.num_rows, pa.string())
     for outcome in reversed(SEVERITY):
         status = pc.if_else(pc.greater(table[count_name(outcome)], 0), outcome, status)
@@ -155,16 +157,14 @@ def arrow_matrix(table: pa.Table, out: Path) -> int:
     by_run = _indicators(cols).group_by(keys).aggregate(
         [("timestamp", "min"), ("outcome", "count")]
         + [(count_name(o), "sum") for o in SEVERITY])
-    by_run = _graded(by_run.rename_columns([c.removesuffix("_sum")
-                                            for c in by_run.column_names]))
+    by_run = _graded(by_run)
     failing = pc.cast(pc.greater(pc.add(by_run["failed"], by_run["error"]), 0), pa.int64())
     by_version = by_run.append_column("failing", failing).group_by(
         ["broker", "broker_version", "statement", "version"]).aggregate(
         [("run_id", "count"), ("outcome_count", "sum"), ("failing", "sum"),
          ("timestamp_min", "min"), ("timestamp_min", "max")]
         + [(count_name(o), "sum") for o in SEVERITY])
-    by_version = _graded(by_version.rename_columns([c.removesuffix("_sum")
-                                                    for c in by_version.column_names]))
+    by_version = _graded(by_version)
     return _write(by_run, out / "by_run") + _write(by_version, out / "by_version")
 
 

@@ -62,6 +62,12 @@ def _severity(outcome: Column) -> Column:
     return chain.otherwise(len(SEVERITY))
 
 
+def _rank() -> Column:
+    """A record's outcome as its rank in SEVERITY (unknown ones last), computed once per
+    record: the aggregates after it compare ints, not the outcome's string."""
+    return _severity(F.col("outcome")).alias("rank")
+
+
 def _outcome_of(rank: Column) -> Column:
     return F.element_at(F.array(*[F.lit(o) for o in SEVERITY]), rank + 1)
 
@@ -120,7 +126,7 @@ def matrix_by_run(cases: DataFrame) -> DataFrame:
     # statement's counts compare ints
     exploded = (cases.select(*([_build_hash().alias("h")] if unique else run), "timestamp",
                              F.col("version").alias("stomp_version"),
-                             _severity(F.col("outcome")).alias("rank"), "statements")
+                             _rank(), "statements")
                 .repartition(*by)
                 .select("*", F.explode("statements").alias("statement")).drop("statements"))
     grouped = (exploded.groupBy(*by, "statement", "stomp_version")
@@ -220,8 +226,7 @@ def _order(builds: DataFrame) -> DataFrame:
 
 def _states() -> list[Column]:
     """What a block's records make of its case: _STATES as bit sets over its runs, from
-    each record's `rank` (its outcome's, computed once per record: the aggregates then
-    compare ints, not the outcome's string a dozen times)."""
+    each record's `rank` (_rank)."""
     rank = F.col("rank")
     bit = F.expr(f"shiftleft(1L, seq % {BLOCK})")
     return [F.bit_or(F.when(rank.isin(*ranks), bit).otherwise(_zero()) if ranks else bit)
@@ -242,7 +247,7 @@ def _record_blocks(cases: DataFrame) -> tuple[DataFrame, DataFrame]:
               .select("broker_id", "run_id", "b", "seq"))
     return order, (
         cases.select("broker_id", "run_id", "case_id", "version", "statements",
-                     _severity(F.col("outcome")).alias("rank"))
+                     _rank())
         .join(F.broadcast(lookup), ["broker_id", "run_id"])
         .groupBy(_block_key(), "case_id", "version", "statements").agg(*_states()))
 
@@ -287,7 +292,7 @@ def _case_pass(cases: DataFrame) -> _CasePass | None:
         rank = F.col("rank")
         stamp = F.when(~rank.isin(*[SEVERITY.index(o) for o in NOT_RUN]), F.col("timestamp"))
         blocks = (cases.select(_build_hash().alias("h"), "timestamp", "case_id", "version",
-                               "statements", _severity(F.col("outcome")).alias("rank"))
+                               "statements", _rank())
                   .join(F.broadcast(lookup), "h")
                   .groupBy("g", _block_key(), "case_id", "version", "statements")
                   .agg(*_states(),
