@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 )
 
 from conformance.fuzz.network.finding_records import FINDING_FIELDS, FINDING_NULLABLE
-from conformance.pipeline import jobs
+from conformance.pipeline import jobs, runs
 from conformance.pipeline.distributed import TaskSettings, run_campaign, write_findings
 from conformance.pipeline.load import RecordsError, find_inputs, stage
 from conformance.pipeline.runner import run_jobs
@@ -254,6 +254,32 @@ def test_regressions_pair_a_case_only_with_the_run_just_before(spark: SparkSessi
                     ("r3", "c.c", "r2", "failed", "passed", "fixed", ("s.one",))}
 
 
+def test_runs_of_a_broker_in_order_of_time_then_run_id(spark: SparkSession,
+                                                       tmp_path: Path) -> None:
+    """seq counts a broker's runs from 0, by their first record, ties by run_id; the run
+    before is its broker's; b numbers the brokers in their sorted order; a run whose records
+    name two servers is one run, its build the greater name."""
+    c = _case
+    records = [c("r2", "01T10:00:00", "c.a", "passed"), c("r1", "01T10:00:00", "c.a", "passed"),
+               c("r0", "02T10:00:00", "c.a", "passed"),
+               c("r0", "02T09:00:00", "c.b", "passed", server="RabbitMQ/3.13.0"),
+               c("x", "01T09:00:00", "c.a", "failed", broker="activemq@h:2", server=None)]
+    frame, _ = stage(spark, [_write(tmp_path / "in", "results-order.jsonl", records)],
+                     "case_result", tmp_path / "staged")
+    table = runs.of(jobs.cases(frame))
+    rows = sorted((r["b"], r["seq"], r["broker"], r["run_id"], r["previous_run_id"],
+                   r["build"], r["previous_build"]) for r in table.order.to_pylist())
+    assert rows == [(1, 0, "activemq", "x", None, "activemq@h:2", None),
+                    (2, 0, "rabbitmq", "r1", None, "RabbitMQ/3.12.0", None),
+                    (2, 1, "rabbitmq", "r2", "r1", "RabbitMQ/3.12.0", "RabbitMQ/3.12.0"),
+                    (2, 2, "rabbitmq", "r0", "r2", "RabbitMQ/3.13.0", "RabbitMQ/3.12.0")]
+    assert table.by_hash and table.by_names
+    assert sorted(table.names.to_pylist(), key=lambda r: r["g"]) == [
+        {"broker": "activemq", "build": "activemq@h:2", "broker_version": "unknown", "g": 1},
+        {"broker": "rabbitmq", "build": "RabbitMQ/3.12.0", "broker_version": "3.12.0", "g": 2},
+        {"broker": "rabbitmq", "build": "RabbitMQ/3.13.0", "broker_version": "3.13.0", "g": 3}]
+
+
 def test_jobs_answer_alike_whether_runs_are_found_by_hash_or_by_name(
         history: DataFrame, monkeypatch: pytest.MonkeyPatch) -> None:
     """The jobs find a record's run by a 64-bit hash of it where the hashes tell every run
@@ -264,7 +290,7 @@ def test_jobs_answer_alike_whether_runs_are_found_by_hash_or_by_name(
         return {name: sorted(map(repr, frame.collect())) for name, frame in frames.items()}
 
     by_hash = answers(history)
-    monkeypatch.setattr(jobs, "_build_hash", lambda: F.lit(0).cast("long"))
+    monkeypatch.setattr(runs, "build_hash", lambda: F.lit(0).cast("long"))
     assert answers(history.select("*")) == by_hash  # a new frame: nothing kept of the first
 
 

@@ -16,6 +16,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
+from conformance.pipeline import runs
+from conformance.pipeline.runs import RUN
 from conformance.pipeline.shape import input_shape
 
 #: Outcomes, worst first: a statement's status in a run is its worst case outcome.
@@ -76,18 +78,7 @@ def cases(records: DataFrame) -> DataFrame:
     """Case-result records with broker, build and broker_version."""
     return records.select(
         "run_id", "timestamp", "tool_version", "broker_id", "broker_server", "case_id",
-        "version", "statements", "level", "outcome", "duration_ms", *_derived())
-
-
-def _derived() -> list[Column]:
-    """broker, build and broker_version, from broker_id and broker_server: a job that
-    groups many records by them groups by those two first and derives them from the few
-    rows left (the regular expression then runs once per group, not per record)."""
-    version = F.regexp_extract(F.col("broker_server"), r"^[^/\s]+/(\S+)", 1)
-    return [F.substring_index("broker_id", "@", 1).alias("broker"),
-            F.coalesce(F.col("broker_server"), F.col("broker_id")).alias("build"),
-            F.when(F.length(version) > 0, version).otherwise(F.lit("unknown"))
-            .alias("broker_version")]
+        "version", "statements", "level", "outcome", "duration_ms", *runs.derived())
 
 
 # -- matrix --------------------------------------------------------------------------------
@@ -112,20 +103,16 @@ def matrix_by_run(cases: DataFrame) -> DataFrame:
     # not need through the shuffle, derive nothing per record (the regular expression runs
     # on a row per run) and hash a long key, not four strings; the names come back by a
     # join of the few rows per run.
-    builds = _builds(cases)
-    counts = builds.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h"),
-                        F.count_distinct("broker", "broker_version", "build", "run_id")
-                        .alias("names")).first()
-    unique = counts is not None and counts["n"] == counts["h"] == counts["names"]
-    run = ["broker", "broker_version", "build", "run_id"]
-    by = ["h"] if unique else run
+    table = runs.of(cases)
+    unique = table.by_hash and table.by_names
+    by = ["h"] if unique else RUN
     # Grouped where the records of a run meet (the keys hold run_id): one aggregation after
     # the shuffle instead of a partial one before it, which would barely shrink the rows
     # (a statement seldom comes twice in a run) and spill on millions of them.
     # the outcome as its rank, once per record: an int through the shuffle, and each
     # statement's counts compare ints
-    exploded = (cases.select(*([_build_hash().alias("h")] if unique else run), "timestamp",
-                             F.col("version").alias("stomp_version"),
+    run = [runs.build_hash().alias("h")] if unique else RUN
+    exploded = (cases.select(*run, "timestamp", F.col("version").alias("stomp_version"),
                              _rank(), "statements")
                 .repartition(*by)
                 .select("*", F.explode("statements").alias("statement")).drop("statements"))
@@ -135,8 +122,8 @@ def matrix_by_run(cases: DataFrame) -> DataFrame:
                     *[F.sum(F.when(F.col("rank") == i, 1).otherwise(0)).alias(name)
                       for i, name in enumerate(COUNTS)]))
     if unique:
-        grouped = grouped.join(F.broadcast(builds.select("h", *run)), "h")
-    return (grouped.select(*run, "statement", "stomp_version", "timestamp", "executions",
+        grouped = grouped.join(F.broadcast(table.frame("builds").select("h", *RUN)), "h")
+    return (grouped.select(*RUN, "statement", "stomp_version", "timestamp", "executions",
                            *COUNTS)
             .withColumn("status", _status()).withColumn("pass_rate", _pass_rate()))
 
@@ -173,55 +160,8 @@ def _zero() -> Column:
     return F.lit(0).cast("long")
 
 
-def runs(cases: DataFrame) -> DataFrame:
-    """One row per run: when, which build, its place among its broker's runs (seq, from 0)
-    and the run before it on the same broker."""
-    return _runs(_builds(cases))
-
-
-#: The builds of each cases frame, kept while it lives: the jobs the pipeline runs on one
-#: frame (the matrix, the regressions) make them once.
-_BUILDS: weakref.WeakKeyDictionary[DataFrame, DataFrame] = weakref.WeakKeyDictionary()
-
-
-def _builds(cases: DataFrame) -> DataFrame:
-    """A row per run and broker_id/broker_server, computed and kept: a hash aggregation of
-    the records, then the rest on those few rows in one task (a row per run: no shuffle
-    for each step)."""
-    kept = _BUILDS.get(cases)
-    if kept is None:
-        kept = _BUILDS[cases] = (
-            cases.groupBy("broker_id", "broker_server", "run_id")
-            .agg(F.min("timestamp").alias("timestamp")).coalesce(1)
-            .select("broker_id", "run_id", "timestamp", *_derived(), _build_hash().alias("h"))
-            .localCheckpoint())
-    return kept
-
-
-def _build_hash() -> Column:
-    return F.xxhash64("broker_id", "broker_server", "run_id")
-
-
-def _runs(builds: DataFrame) -> DataFrame:
-    per_run = builds.groupBy("broker", "run_id").agg(
-        F.min("timestamp").alias("timestamp"), F.max("build").alias("build"),
-        F.max("broker_version").alias("broker_version"))
-    order = Window.partitionBy("broker").orderBy("timestamp", "run_id")
-    return (per_run.withColumn("seq", F.row_number().over(order) - 1)
-            .withColumn("previous_run_id", F.lag("run_id").over(order))
-            .withColumn("previous_timestamp", F.lag("timestamp").over(order))
-            .withColumn("previous_build", F.lag("build").over(order)))
-
-
 def _bit(name: str, index: str) -> Column:
     return F.expr(f"shiftright({name}, {index}) & 1 = 1")
-
-
-def _order(builds: DataFrame) -> DataFrame:
-    """The runs, kept (the records' pass and the changes' details both need them); `b`
-    numbers the brokers, so that a record's broker and block are one long."""
-    return (_runs(builds).withColumn("b", F.dense_rank().over(Window.orderBy("broker")))
-            .localCheckpoint())
 
 
 def _states() -> list[Column]:
@@ -240,15 +180,11 @@ def _block_key() -> Column:
 def _record_blocks(cases: DataFrame) -> tuple[DataFrame, DataFrame]:
     """The runs, and the records of each case and block of its broker's runs, by
     statements too (the statements of a case run that changed come from its records)."""
-    builds = _builds(cases)
-    order = _order(builds)
-    lookup = (builds.select("broker_id", "broker", "run_id")
-              .join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"])
-              .select("broker_id", "run_id", "b", "seq"))
-    return order, (
+    table = runs.of(cases)
+    return table.frame("order"), (
         cases.select("broker_id", "run_id", "case_id", "version", "statements",
                      _rank())
-        .join(F.broadcast(lookup), ["broker_id", "run_id"])
+        .join(F.broadcast(table.frame("lookup_by_names")), ["broker_id", "run_id"])
         .groupBy(_block_key(), "case_id", "version", "statements").agg(*_states()))
 
 
@@ -259,7 +195,7 @@ _RAN_SORTED = tuple(sorted(RAN))
 
 @dataclass
 class _CasePass:
-    #: the runs, with `b` (see _order)
+    #: the runs, with `b` and `seq` (runs.Runs.order)
     order: DataFrame
     #: g (a number per broker, build and broker_version) to those names
     names: DataFrame
@@ -277,23 +213,17 @@ _PASSES: weakref.WeakKeyDictionary[DataFrame, tuple[_CasePass | None]] = \
 def _case_pass(cases: DataFrame) -> _CasePass | None:
     """One pass over the records that both the regressions and flaky need, kept: each
     record to its case's row of its build and block (a few rows per case), found by the
-    hash of its run (_builds; None where that does not tell every run apart)."""
+    hash of its run (None where that does not tell every run apart)."""
     if cases in _PASSES:
         return _PASSES[cases][0]
-    builds = _builds(cases)
-    counts = builds.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("h").alias("h")).first()
+    table = runs.of(cases)
     made = None
-    if counts is not None and counts["n"] == counts["h"]:
-        order = _order(builds)
-        trio = ["broker", "build", "broker_version"]
-        named = builds.withColumn("g", F.dense_rank().over(Window.orderBy(*trio)))
-        lookup = (named.join(order.select("broker", "run_id", "b", "seq"), ["broker", "run_id"])
-                  .select("h", "g", "b", "seq").localCheckpoint())
+    if table.by_hash:
         rank = F.col("rank")
         stamp = F.when(~rank.isin(*[SEVERITY.index(o) for o in NOT_RUN]), F.col("timestamp"))
-        blocks = (cases.select(_build_hash().alias("h"), "timestamp", "case_id", "version",
-                               "statements", _rank())
-                  .join(F.broadcast(lookup), "h")
+        blocks = (cases.select(runs.build_hash().alias("h"), "timestamp", "case_id",
+                               "version", "statements", _rank())
+                  .join(F.broadcast(table.frame("lookup")), "h")
                   .groupBy("g", _block_key(), "case_id", "version", "statements")
                   .agg(*_states(),
                        *[F.sum(F.when(rank == SEVERITY.index(o), 1).otherwise(0))
@@ -301,7 +231,7 @@ def _case_pass(cases: DataFrame) -> _CasePass | None:
                        F.sum(F.when(rank == len(SEVERITY), 1).otherwise(0)).alias("other"),
                        F.min(stamp).alias("first_seen"), F.max(stamp).alias("last_seen"))
                   .localCheckpoint())
-        made = _CasePass(order, named.select("g", *trio).distinct().localCheckpoint(), blocks)
+        made = _CasePass(table.frame("order"), table.frame("names"), blocks)
     _PASSES[cases] = (made,)
     return made
 
@@ -411,7 +341,7 @@ def _flaky_records(cases: DataFrame, keys: list[str]) -> DataFrame:
                             "statements")
                 .agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("first_seen"),
                      F.max("timestamp").alias("last_seen"))
-                .coalesce(1).select("*", *_derived()))
+                .coalesce(1).select("*", *runs.derived()))
     return (outcomes.groupBy(*keys)
             .agg(F.sum("n").alias("executions"),
                  *[F.sum(F.when(F.col("outcome") == o, F.col("n")).otherwise(0))
