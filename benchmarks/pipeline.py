@@ -12,7 +12,9 @@ the jobs' input comes from: the same records as JSON Lines read with their schem
 and staged as Parquet, as `pipeline` does. Also measures Spark's start: PySpark's defaults,
 this project's quiet fast start, and the same from a class-data-sharing archive (made, as
 a first `pipeline --cds` run makes it, by a session that ran a job), each in fresh
-processes (median of --starts), wall time and the JVM's CPU time.
+processes (median of --starts), wall time and the JVM's CPU time. With --rounds N, pyarrow
+and Spark take turns N times and each ratio is the median of the rounds' (a machine's load
+drifts by more than the changes measured).
 
     .venv/bin/python benchmarks/pipeline.py                 # 1M and 10M
     .venv/bin/python benchmarks/pipeline.py --sizes 200000  # a quick look
@@ -398,40 +400,57 @@ def measure_size(size: int, work: Path, args: argparse.Namespace) -> None:
     megabytes = sum(p.stat().st_size for p in data.glob("*.parquet")) / 1e6
     print(f"\n{size:,} records ({size // CASES_PER_RUN:,} runs of {CASES_PER_RUN} "
           f"cases, {BROKERS} brokers): generated in {made:.1f} s, {megabytes:.0f} MB Parquet")
-    arrow = run_arrow(data, work / "arrow")
-    shutil.rmtree(work / "arrow", ignore_errors=True)
+    masters = ("local[2]", "local[1]") if args.scaling else ("local[2]",)
     fast = "1" if args.jit == "fast" else "0"
-    spark: dict[str, dict[str, Any]] = {}
-    for master in ("local[2]", "local[1]") if args.scaling else ("local[2]",):
-        spark[master] = _child("--spark-worker", str(data), str(work / "spark"), master, fast,
-                               args.driver_memory)
-        shutil.rmtree(work / "spark", ignore_errors=True)
-    for master, peer in spark.items():
-        for job in JOBS:
-            if peer["rows"][job] != arrow["rows"][job]:
-                raise SystemExit(f"{job}: spark {master} wrote {peer['rows'][job]} rows, "
-                                 f"pyarrow {arrow['rows'][job]}")
-    two, one = spark["local[2]"], spark.get("local[1]")
-    print(f"{'job':14}{'pyarrow s':>11}{'spark local[2] s':>18}{'spark/pyarrow':>15}"
-          + (f"{'spark local[1] s':>18}{'local[1]/[2]':>14}" if one else "")
-          + f"{'rows (all)':>14}   ({args.jit} JIT)")
+    # rounds of pyarrow then each Spark master: a ratio is taken within a round (the same
+    # minutes of a machine whose load drifts), and the median of the rounds' is printed
+    arrows: list[dict[str, Any]] = []
+    sparks: dict[str, list[dict[str, Any]]] = {master: [] for master in masters}
+    for _ in range(args.rounds):
+        arrows.append(run_arrow(data, work / "arrow"))
+        shutil.rmtree(work / "arrow", ignore_errors=True)
+        for master in masters:
+            sparks[master].append(_child("--spark-worker", str(data), str(work / "spark"),
+                                         master, fast, args.driver_memory))
+            shutil.rmtree(work / "spark", ignore_errors=True)
+    for master, peers in sparks.items():
+        for arrow, peer in zip(arrows, peers, strict=True):
+            for job in JOBS:
+                if peer["rows"][job] != arrow["rows"][job]:
+                    raise SystemExit(f"{job}: spark {master} wrote {peer['rows'][job]} rows, "
+                                     f"pyarrow {arrow['rows'][job]}")
+    for runs in (arrows, *sparks.values()):
+        for one in runs:
+            one["all three"] = sum(one[j] for j in JOBS)
+    two, one = sparks["local[2]"], sparks.get("local[1]")
+    rounds = f"median of {args.rounds} rounds; ratios within a round" if args.rounds > 1 else ""
+    w = 24 if args.rounds > 1 else 15  # a ratio's column, its spread beside it
+    print(f"{'job':14}{'pyarrow s':>11}{'spark local[2] s':>18}{'spark/pyarrow':>{w}}"
+          + (f"{'spark local[1] s':>18}{'local[1]/[2]':>{w}}" if one else "")
+          + f"{'rows (all)':>14}   ({args.jit} JIT{'; ' + rounds if rounds else ''})")
 
-    def row(name: str, a: float, s2: float, s1: float | None, rows: str) -> None:
-        print(f"{name:14}{a:>11.2f}{s2:>18.2f}{s2 / a:>14.2f}x"
-              + (f"{s1:>18.2f}{s1 / s2:>13.2f}x" if s1 is not None else "") + f"{rows:>14}")
+    def median(runs: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(r[key] for r in runs)
 
-    for job in JOBS:
-        row(job, arrow[job], two[job], one[job] if one else None, f"{arrow['rows'][job]:,}")
-    total = {name: sum(peer[j] for j in JOBS) for name, peer in spark.items()}
-    row("all three", sum(arrow[j] for j in JOBS), total["local[2]"], total.get("local[1]"), "")
-    print(f"(pyarrow read: {arrow['read']:.2f} s, not in its times; spark start: "
-          + ", ".join(f"{m} {p['start']:.1f} s" for m, p in spark.items())
+    def ratio(tops: list[dict[str, Any]], bottoms: list[dict[str, Any]], key: str) -> str:
+        each = sorted(t[key] / b[key] for t, b in zip(tops, bottoms, strict=True))
+        spread = f" ({each[0]:.2f}-{each[-1]:.2f})" if len(each) > 1 else ""
+        return f"{statistics.median(each):.2f}x{spread}"
+
+    for job in (*JOBS, "all three"):
+        rows = f"{arrows[0]['rows'][job]:,}" if job in JOBS else ""
+        print(f"{job:14}{median(arrows, job):>11.2f}{median(two, job):>18.2f}"
+              f"{ratio(two, arrows, job):>{w}}"
+              + (f"{median(one, job):>18.2f}{ratio(one, two, job):>{w}}" if one else "")
+              + f"{rows:>14}")
+    print(f"(pyarrow read: {median(arrows, 'read'):.2f} s, not in its times; spark start: "
+          + ", ".join(f"{m} {median(p, 'start'):.1f} s" for m, p in sparks.items())
           + "; JVM CPU, start and jobs: "
-          + ", ".join(f"{m} {p['jvm_cpu']:.0f} s" for m, p in spark.items()) + ")")
-    print(f"the writer alone, by_run's {arrow['rewrite_rows']:,} rows written again: "
-          f"pyarrow {arrow['rewrite']:.2f} s, "
-          + ", ".join(f"spark {m} {p['rewrite']:.2f} s ({p['rewrite'] / arrow['rewrite']:.2f}x)"
-                      for m, p in spark.items()))
+          + ", ".join(f"{m} {median(p, 'jvm_cpu'):.0f} s" for m, p in sparks.items()) + ")")
+    print(f"the writer alone, by_run's {arrows[0]['rewrite_rows']:,} rows written again: "
+          f"pyarrow {median(arrows, 'rewrite'):.2f} s, "
+          + ", ".join(f"spark {m} {median(p, 'rewrite'):.2f} s ({ratio(p, arrows, 'rewrite')})"
+                      for m, p in sparks.items()))
     if args.ingest:
         ingest = _child("--ingest-worker", str(data), str(work / "ingest"), fast,
                         args.driver_memory)
@@ -456,6 +475,9 @@ def main() -> None:
                         help="Spark's JIT for the jobs: full (both tiers, the second for "
                              "long-running code: long jobs; default) or fast (the first tier "
                              "only, the pipeline's default for quick starts)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="rounds of pyarrow then Spark per size; with more than one, the "
+                             "medians and the spread of the ratios (default: 1)")
     parser.add_argument("--scaling", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the jobs on local[1] (default: yes)")
     parser.add_argument("--ingest", action=argparse.BooleanOptionalAction, default=True,
