@@ -318,8 +318,8 @@ def ingest_worker(data: Path, out: Path, fast_jvm: bool, memory: str) -> dict[st
     files = sorted((out / "json").glob("part-*.json"))
     cpu = _jvm_cpu(spark)
     began = time.perf_counter()
-    good, bad = stage(spark, files, "case_result", out / "staged")
-    records = good.count()
+    staged = stage(spark, files, "case_result", out / "staged")
+    records, bad = staged.good, staged.bad
     seconds = time.perf_counter() - began
     result = {"seconds": seconds, "records": records, "bad": bad,
               "json_mb": sum(f.stat().st_size for f in files) / 1e6,

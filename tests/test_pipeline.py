@@ -96,10 +96,10 @@ def test_case_records_of_a_real_run_agree_with_the_struct_type(
                 assert _agrees(value, fields[name].dataType), (name, value)
     assert {r["broker_server"] for r in lines} == {"stomp-conformance/0.1.0"}
     # Spark reads every record, every field, back as written.
-    good, bad = stage(spark, find_inputs([real_records]).of("case_result"), "case_result",
-                      tmp_path / "staged")
-    assert bad == 0
-    rows = {(r["run_id"], r["case_id"], r["version"]): r for r in good.collect()}
+    staged = stage(spark, find_inputs([real_records]).of("case_result"), "case_result",
+                   tmp_path / "staged")
+    assert (staged.good, staged.bad) == (len(lines), 0)
+    rows = {(r["run_id"], r["case_id"], r["version"]): r for r in staged.records.collect()}
     assert len(rows) == len(lines)
     for record in lines:
         row = rows[(record["run_id"], record["case_id"], record["version"])]
@@ -156,9 +156,9 @@ def test_bad_records_stop_the_pipeline_with_one_line(spark: SparkSession,
     message = str(caught.value)
     assert "\n" not in message and message.startswith("5 bad case_result records")
     assert str(path) in message
-    frame, skipped = stage(spark, [path], "case_result", tmp_path / "staged", skip_bad=True)
-    assert skipped == 5
-    assert [r["case_id"] for r in frame.collect()] == ["c.a"]
+    staged = stage(spark, [path], "case_result", tmp_path / "staged", skip_bad=True)
+    assert (staged.good, staged.bad) == (1, 5)
+    assert [r["case_id"] for r in staged.records.collect()] == ["c.a"]
 
 
 def test_inputs_name_what_is_missing(tmp_path: Path) -> None:
@@ -188,7 +188,7 @@ def history(spark: SparkSession, tmp_path: Path) -> DataFrame:
         _case("a1", "01T09:00:00", "c.a", "failed", broker="activemq@h:2", server=None),
     ]
     path = _write(tmp_path / "in", "results-all.jsonl", records)
-    frame, _ = stage(spark, [path], "case_result", tmp_path / "staged")
+    frame = stage(spark, [path], "case_result", tmp_path / "staged").records
     return jobs.cases(frame)
 
 
@@ -245,8 +245,8 @@ def test_regressions_pair_a_case_only_with_the_run_just_before(spark: SparkSessi
         c("r3", "03T10:00:00", "c.d", "failed"), c("r3", "03T10:00:00", "c.c", "passed"),
         c("x1", "02T12:00:00", "c.a", "failed", broker="activemq@h:2"),
     ]
-    frame, _ = stage(spark, [_write(tmp_path / "in", "results-edge.jsonl", records)],
-                     "case_result", tmp_path / "staged")
+    frame = stage(spark, [_write(tmp_path / "in", "results-edge.jsonl", records)],
+                  "case_result", tmp_path / "staged").records
     rows = {(r["run_id"], r["case_id"], r["previous_run_id"], r["previous_outcome"],
              r["outcome"], r["change"], tuple(r["statements"]))
             for r in jobs.regressions(jobs.cases(frame)).collect()}
@@ -264,8 +264,8 @@ def test_runs_of_a_broker_in_order_of_time_then_run_id(spark: SparkSession,
                c("r0", "02T10:00:00", "c.a", "passed"),
                c("r0", "02T09:00:00", "c.b", "passed", server="RabbitMQ/3.13.0"),
                c("x", "01T09:00:00", "c.a", "failed", broker="activemq@h:2", server=None)]
-    frame, _ = stage(spark, [_write(tmp_path / "in", "results-order.jsonl", records)],
-                     "case_result", tmp_path / "staged")
+    frame = stage(spark, [_write(tmp_path / "in", "results-order.jsonl", records)],
+                  "case_result", tmp_path / "staged").records
     table = runs.of(jobs.cases(frame))
     rows = sorted((r["b"], r["seq"], r["broker"], r["run_id"], r["previous_run_id"],
                    r["build"], r["previous_build"]) for r in table.order.to_pylist())
@@ -304,8 +304,8 @@ def test_flaky_means_mixed_outcomes_on_one_build(history: DataFrame) -> None:
 def test_flaky_counts_an_outcome_it_does_not_name(spark: SparkSession, tmp_path: Path) -> None:
     records = [_case("r1", "01T10:00:00", "c.a", "passed"),
                _case("r2", "02T10:00:00", "c.a", "weird")]
-    frame, _ = stage(spark, [_write(tmp_path / "in", "results-odd.jsonl", records)],
-                     "case_result", tmp_path / "staged")
+    frame = stage(spark, [_write(tmp_path / "in", "results-odd.jsonl", records)],
+                  "case_result", tmp_path / "staged").records
     rows = jobs.flaky(jobs.cases(frame)).collect()
     assert [(r["outcomes"], r["executions"], r["flake_rate"]) for r in rows] == [
         (["passed", "weird"], 2, 0.5)]
@@ -383,7 +383,7 @@ def test_findings_bucket_by_signature_whatever_their_input(spark: SparkSession,
         _finding(8, "accepted-silently", "s.y", "ACK\n\n\x00", signed=False),  # older record
     ]
     path = _write(tmp_path / "in", "findings.jsonl", records)
-    frame, _ = stage(spark, [path], "fuzz_finding", tmp_path / "staged")
+    frame = stage(spark, [path], "fuzz_finding", tmp_path / "staged").records
     rows = {r["signature"]: r for r in jobs.buckets(jobs.findings(frame)).collect()}
     assert sorted(rows) == [
         "accepted-silently s.x", "accepted-silently s.y", "error-without-close s.x",

@@ -199,7 +199,7 @@ def _jobs_command(args: argparse.Namespace) -> Exit:
     skipped = f"; {outcome.skipped_bad} bad skipped" if outcome.skipped_bad else ""
     out.print(f"records: {records}{skipped}")
     for name, path, rows in outcome.written:
-        out.print(f"{name}: {rows} rows in {path}")
+        out.print(f"{name}: {rows} row{'' if rows == 1 else 's'} in {path}")
     if outcome.report_data is not None:
         out.print(f"report data: {outcome.report_data}, shown by "
                   f"{outcome.report_data.with_name(PAGE)}")

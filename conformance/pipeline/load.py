@@ -99,15 +99,26 @@ def read_json(spark: SparkSession, files: Sequence[Path | str], kind: str) -> Da
             .drop(CORRUPT))
 
 
+@dataclass
+class Staged:
+    """The staged records of one kind."""
+
+    #: the good records, as the jobs read them
+    records: DataFrame
+    good: int
+    #: bad records skipped
+    bad: int
+
+
 def stage(spark: SparkSession, files: Sequence[Path | str], kind: str, where: Path | str,
-          *, skip_bad: bool = False) -> tuple[DataFrame, int]:
-    """Copy the records into Parquet at `where` and return (the good records, how many
-    bad ones were skipped). RecordsError when there are bad records and not `skip_bad`."""
+          *, skip_bad: bool = False) -> Staged:
+    """Copy the records into Parquet at `where` and count the good and the bad ones in one
+    pass. RecordsError when there are bad records and not `skip_bad`."""
     read_json(spark, files, kind).write.mode("overwrite").parquet(str(where))
     staged = spark.read.parquet(str(where))
-    bad = (staged.where(F.col(PROBLEM).isNotNull()).groupBy(PROBLEM)
-           .agg(F.count(F.lit(1)).alias("n"), F.min(SOURCE).alias("first"))
-           .orderBy(F.desc("n")).collect())
+    counts = (staged.groupBy(PROBLEM)
+              .agg(F.count(F.lit(1)).alias("n"), F.min(SOURCE).alias("first")).collect())
+    bad = sorted((row for row in counts if row[PROBLEM] is not None), key=lambda r: -r["n"])
     count = sum(int(row["n"]) for row in bad)
     if count and not skip_bad:
         worst = bad[0]
@@ -115,7 +126,8 @@ def stage(spark: SparkSession, files: Sequence[Path | str], kind: str, where: Pa
             f"{count} bad {kind} record{'s' if count > 1 else ''}: {worst[PROBLEM]} "
             f"({worst['n']} such, first in {_local(worst['first'])}); fix or remove them, "
             "or pass --skip-bad")
-    return staged.where(F.col(PROBLEM).isNull()).drop(SOURCE, PROBLEM), count
+    good = sum(int(row["n"]) for row in counts if row[PROBLEM] is None)
+    return Staged(staged.where(F.col(PROBLEM).isNull()).drop(SOURCE, PROBLEM), good, count)
 
 
 def _local(uri: str) -> str:
