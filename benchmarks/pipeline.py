@@ -7,9 +7,9 @@ processes: one JVM per measurement) and the same aggregations with pyarrow in th
 the single-machine reference. Row counts of all must agree. Prints Spark's ratio to pyarrow
 and local[1]'s to local[2] (the scaling from one core to two), and the Parquet writers alone
 (by_run as written, read back and written again: Spark's time less its read alone, the
-floor of the matrix job's time). Measures apart the ingestion
-the jobs' input comes from: the same records as JSON Lines read with their schema, checked
-and staged as Parquet, as `pipeline` does. Also measures Spark's start: PySpark's defaults,
+floor of the matrix job's time). Measures apart the ingestion the jobs' input comes from:
+the same records as JSON Lines read with their schema, checked and staged as Parquet, as
+`pipeline` does. Also measures Spark's start: PySpark's defaults,
 this project's quiet fast start, and the same from a class-data-sharing archive (made, as
 a first `pipeline --cds` run makes it, by a session that ran a job), each in fresh
 processes (median of --starts), wall time and the JVM's CPU time. With --rounds N, pyarrow

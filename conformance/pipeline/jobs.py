@@ -70,10 +70,6 @@ def _rank() -> Column:
     return _severity(F.col("outcome")).alias("rank")
 
 
-def _outcome_of(rank: Column) -> Column:
-    return F.element_at(F.array(*[F.lit(o) for o in SEVERITY]), rank + 1)
-
-
 def cases(records: DataFrame) -> DataFrame:
     """Case-result records with broker, build and broker_version."""
     return records.select(
@@ -111,8 +107,8 @@ def matrix_by_run(cases: DataFrame) -> DataFrame:
     # (a statement seldom comes twice in a run) and spill on millions of them.
     # the outcome as its rank, once per record: an int through the shuffle, and each
     # statement's counts compare ints
-    run = [runs.build_hash().alias("h")] if unique else RUN
-    exploded = (cases.select(*run, "timestamp", F.col("version").alias("stomp_version"),
+    key = [runs.build_hash().alias("h")] if unique else RUN
+    exploded = (cases.select(*key, "timestamp", F.col("version").alias("stomp_version"),
                              _rank(), "statements")
                 .repartition(*by)
                 .select("*", F.explode("statements").alias("statement")).drop("statements"))

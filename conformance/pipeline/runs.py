@@ -101,21 +101,21 @@ class Runs:
         trios = trios.take(pc.sort_indices(trios, sort_keys=[(c, "ascending") for c in TRIO]))
         return trios.append_column("g", pa.array(range(1, trios.num_rows + 1), pa.int32()))
 
+    def _placed(self, table: pa.Table) -> pa.Table:
+        """`table` with its run's b and seq, by broker and run_id."""
+        return table.join(self.order.select(["broker", "run_id", "b", "seq"]),
+                          ["broker", "run_id"])
+
     @cached_property
     def lookup(self) -> pa.Table:
         """A record's run by its hash (where by_hash): h to g, b and seq."""
-        return (self.builds.join(self.names, TRIO)
-                .join(self.order.select(["broker", "run_id", "b", "seq"]),
-                      ["broker", "run_id"])
-                .select(["h", "g", "b", "seq"]))
+        return self._placed(self.builds.join(self.names, TRIO)).select(["h", "g", "b", "seq"])
 
     @cached_property
     def lookup_by_names(self) -> pa.Table:
         """A record's run by broker_id and run_id: to b and seq."""
         pairs = self.builds.group_by(["broker_id", "broker", "run_id"]).aggregate([])
-        return (pairs.join(self.order.select(["broker", "run_id", "b", "seq"]),
-                           ["broker", "run_id"])
-                .select(["broker_id", "run_id", "b", "seq"]))
+        return self._placed(pairs).select(["broker_id", "run_id", "b", "seq"])
 
 
 #: The runs of each cases frame, kept while it lives: the jobs on one frame make them once.
