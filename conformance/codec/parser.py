@@ -151,7 +151,9 @@ class Parser(HeadJudge):
         short = self._short - len(chunk)
         if short > 0:  # a body of known length, short of its end: the read is kept aside
             self._short = short
-            self._parts.append(_owned(chunk))  # a caller may reuse its buffer
+            # a caller may reuse a bytearray's or a memoryview's buffer (_owned, inline: the
+            # one line run for each read of a big body)
+            self._parts.append(chunk if type(chunk) is bytes else bytes(chunk))
             return []
         if self._error is not None:
             raise self._error
