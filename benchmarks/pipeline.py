@@ -419,9 +419,8 @@ def measure_size(size: int, work: Path, args: argparse.Namespace) -> None:
                 if peer["rows"][job] != arrow["rows"][job]:
                     raise SystemExit(f"{job}: spark {master} wrote {peer['rows'][job]} rows, "
                                      f"pyarrow {arrow['rows'][job]}")
-    for runs in (arrows, *sparks.values()):
-        for one in runs:
-            one["all three"] = sum(one[j] for j in JOBS)
+    for result in (*arrows, *(r for peers in sparks.values() for r in peers)):
+        result["all three"] = sum(result[j] for j in JOBS)
     two, one = sparks["local[2]"], sparks.get("local[1]")
     rounds = f"median of {args.rounds} rounds; ratios within a round" if args.rounds > 1 else ""
     w = 24 if args.rounds > 1 else 15  # a ratio's column, its spread beside it

@@ -101,13 +101,13 @@ def matrix_by_run(cases: DataFrame) -> DataFrame:
     # join of the few rows per run.
     table = runs.of(cases)
     unique = table.by_hash and table.by_names
+    key: list[Column | str] = [runs.build_hash().alias("h")] if unique else list(RUN)
     by = ["h"] if unique else RUN
     # Grouped where the records of a run meet (the keys hold run_id): one aggregation after
     # the shuffle instead of a partial one before it, which would barely shrink the rows
-    # (a statement seldom comes twice in a run) and spill on millions of them.
-    # the outcome as its rank, once per record: an int through the shuffle, and each
-    # statement's counts compare ints
-    key = [runs.build_hash().alias("h")] if unique else RUN
+    # (a statement seldom comes twice in a run) and spill on millions of them. The outcome
+    # as its rank, once per record: an int through the shuffle, and each statement's counts
+    # compare ints.
     exploded = (cases.select(*key, "timestamp", F.col("version").alias("stomp_version"),
                              _rank(), "statements")
                 .repartition(*by)
